@@ -1,0 +1,237 @@
+"""Every config pkagent reads: pydantic models, loaded from YAML, with `key=value` overrides.
+
+A bad config raises ConfigError, whose message is one line naming the file, the key and what
+was expected; the command line turns it into exit code 2. Only pydantic and the standard
+library are imported at module level (PyYAML is imported when a file is read), so the checker
+can load a hardware profile in a bare GPU container.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+CONFIG_DIR = Path(__file__).resolve().parent
+
+
+class ConfigError(Exception):
+    """A config that cannot be used; str(err) is one line meant for the user."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HardwareProfile(Strict):
+    """One machine: what the roofline and the prompts say about it.
+
+    Bandwidths are GB/s (1e9 bytes/s) per GPU per direction; the *_peak fields are datasheet
+    figures, the others the best measured, which the roofline uses.
+    """
+
+    name: str
+    description: str
+    gpu: str
+    num_gpus: int = Field(ge=1)
+    sm_count: int = Field(ge=1)
+    hbm_gib: float = Field(gt=0)
+    interconnect: Literal["nvlink", "nvswitch", "pcie"]
+    nvlinks_per_gpu: int = Field(ge=0)
+    link_gbs: float = Field(gt=0, description="measured peer bandwidth per GPU per direction")
+    link_peak_gbs: float = Field(gt=0)
+    link_latency_us: float | None = Field(default=None, ge=0, description="one-way flag latency, measured")
+    hbm_gbs: float = Field(gt=0, description="measured device copy, bytes read + written")
+    hbm_peak_gbs: float = Field(gt=0)
+    bf16_tflops: float = Field(gt=0, description="measured dense bf16 matrix rate")
+    bf16_peak_tflops: float = Field(gt=0)
+    multicast: bool = Field(description="NVSwitch multicast (NVLS) exists on this machine")
+    source: str = Field(description="where the numbers come from")
+
+
+class ModelPrice(Strict):
+    """US dollars per million tokens."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cached_input: float | None = Field(default=None, ge=0)
+    cache_write: float | None = Field(default=None, ge=0)
+
+
+class ModelsConfig(Strict):
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
+
+
+class SandboxConfig(Strict):
+    backend: Literal["local", "docker"] = "local"
+    isolation: Literal["none", "bwrap"] = "none"
+    image: str = "pkagent-sandbox:latest"
+    command_timeout_s: float = Field(default=600, gt=0)
+    output_limit_chars: int = Field(default=20000, ge=200)
+    memory_gb: float = Field(default=64, gt=0)
+    cpus: float = Field(default=8, gt=0)
+
+
+class AgentConfig(Strict):
+    step_limit: int = Field(default=40, ge=1)
+    cost_limit_usd: float = Field(default=5.0, ge=0)
+    wall_time_s: float = Field(default=3600, gt=0)
+    max_format_errors: int = Field(default=3, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int = Field(default=16000, ge=1)
+
+
+class CheckConfig(Strict):
+    trials: int = Field(default=5, ge=1)
+    timeout_s: float = Field(default=300, gt=0)
+    perf: bool = True
+
+
+class ExperimentConfig(Strict):
+    name: str
+    problems: list[str] = Field(default_factory=lambda: ["all"])
+    models: list[str] = Field(min_length=1)
+    modes: list[Literal["zero-shot", "agent"]] = Field(default_factory=lambda: ["zero-shot"])
+    samples: int = Field(default=1, ge=1)
+    world_size: int = Field(default=2, ge=1)
+    device: Literal["cuda", "cpu"] = "cuda"
+    hardware: str = "h200_2"
+    run_dir: str = "runs"
+    llm_concurrency: int = Field(default=8, ge=1)
+    cost_limit_usd: float | None = Field(default=None, ge=0)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    check: CheckConfig = Field(default_factory=CheckConfig)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _expected(err: dict[str, Any]) -> str:
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        return "unknown key"
+    if kind == "missing":
+        return "missing required key"
+    msg = err["msg"]
+    for prefix in ("Input should be ", "Value should be ", "Input should have "):
+        if msg.startswith(prefix):
+            msg = "expected " + msg[len(prefix):]
+            break
+    if "input" in err and kind not in ("model_type", "dict_type"):
+        msg += f" (got {err['input']!r})"
+    return msg
+
+
+def _known_keys(model: type[BaseModel], loc: tuple) -> list[str]:
+    """The keys allowed at the parent of loc, to say what was expected for an unknown key."""
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part)) if isinstance(part, str) else None
+        ann = getattr(field, "annotation", None)
+        if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+            return []
+        model = ann
+    return list(model.model_fields)
+
+
+def _one_line(model: type[BaseModel], err: ValidationError, where: str) -> str:
+    errors = err.errors()
+    first = errors[0]
+    key = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    what = _expected(first)
+    if first["type"] == "extra_forbidden":
+        known = _known_keys(model, first["loc"])
+        if known:
+            what += f" (expected one of: {', '.join(known)})"
+    more = f" (and {len(errors) - 1} more problem{'s' * (len(errors) > 2)})" if len(errors) > 1 else ""
+    return f"{where}: {key}: {what}{more}"
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """`agent.step_limit=40` -> (["agent", "step_limit"], 40); the value is read as YAML."""
+    import yaml
+
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip() or any(not p for p in key.strip().split(".")):
+        raise ConfigError(f"override {text!r}: expected key=value, for example agent.step_limit=40")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.strip().split("."), value
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    for text in overrides:
+        path, value = parse_override(text)
+        node = data
+        for part in path[:-1]:
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise ConfigError(f"override {text!r}: {part} is not a section")
+            node = child
+        node[path[-1]] = value
+    return data
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(unknown position)"
+        problem = getattr(e, "problem", None) or "invalid YAML"
+        raise ConfigError(f"{path}: {at}: bad YAML: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: (top level): expected a mapping of keys, got {type(data).__name__}")
+    return data
+
+
+def validate(model: type[M], data: dict[str, Any], where: str) -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(_one_line(model, e, where)) from None
+
+
+def load(model: type[M], path: str | Path, overrides: list[str] | None = None) -> M:
+    path = Path(path)
+    data = apply_overrides(read_yaml(path), overrides or [])
+    return validate(model, data, str(path))
+
+
+def resolve(kind: str, name_or_path: str) -> Path:
+    """A bundled config by name (`h200_2` under configs/hardware/) or a path to a YAML file."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        return p
+    bundled = CONFIG_DIR / kind / f"{name_or_path}.yaml"
+    if not bundled.exists():
+        names = sorted(q.stem for q in (CONFIG_DIR / kind).glob("*.yaml"))
+        raise ConfigError(f"{bundled}: file not found (bundled {kind}: {', '.join(names) or 'none'})")
+    return bundled
+
+
+def load_hardware(name_or_path: str = "h200_2", overrides: list[str] | None = None) -> HardwareProfile:
+    return load(HardwareProfile, resolve("hardware", name_or_path), overrides)
+
+
+def load_models(path: str | Path | None = None) -> ModelsConfig:
+    return load(ModelsConfig, path or CONFIG_DIR / "models.yaml")
+
+
+def load_experiment(path: str | Path, overrides: list[str] | None = None) -> ExperimentConfig:
+    return load(ExperimentConfig, resolve("experiments", str(path)), overrides)

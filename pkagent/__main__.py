@@ -1,0 +1,3 @@
+from pkagent.cli import main
+
+main()
