@@ -170,3 +170,31 @@ def scaled(n: int, size: float, multiple: int = 1) -> int:
 
 def dtype_bytes(dtype: torch.dtype) -> int:
     return torch.empty((), dtype=dtype).element_size()
+
+
+_GROUPS: dict[tuple, tuple] = {}
+
+
+def tp_dp_groups(tp: int):
+    """(tp_group, dp_group) of this rank for a tensor x data parallel grid of `tp` consecutive
+    ranks per tensor-parallel group. Created once per process (every rank must call this in the
+    same order, as make_inputs does) and cached; tp must divide the world size."""
+    import torch.distributed as dist
+
+    w = dist.get_world_size()
+    if w % tp:
+        raise ValueError(f"tensor-parallel size {tp} does not divide world size {w}")
+    key = ("tp_dp", w, tp)
+    if key not in _GROUPS:
+        rank = dist.get_rank()
+        mine_tp = mine_dp = None
+        for start in range(0, w, tp):  # every rank creates every group, in the same order
+            g = dist.new_group(list(range(start, start + tp)))
+            if start <= rank < start + tp:
+                mine_tp = g
+        for offset in range(tp):
+            g = dist.new_group(list(range(offset, w, tp)))
+            if rank % tp == offset:
+                mine_dp = g
+        _GROUPS[key] = (mine_tp, mine_dp)
+    return _GROUPS[key]
