@@ -68,6 +68,7 @@ class Meta:
     rtol: float | None = None
     peer_memory: bool = True  # a fast solution is expected to use peer (symmetric) memory
     cpu_note: str = ""  # how the gloo path differs from NCCL, where it does
+    strict_dtype: bool = True  # outputs must have the reference's dtype (False: compared as float)
     tags: tuple[str, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
@@ -100,7 +101,7 @@ class Problem:
     module: ModuleType
     make_inputs: Callable[..., tuple]
     reference: Callable[..., Any]
-    roofline: Callable[..., Roofline]
+    roofline: Callable[..., Roofline] | None  # None for imported suites without one
     path: str
 
     @property

@@ -43,11 +43,12 @@ class Perf(BaseModel):
     reference: Timing
     candidate: Timing
     speedup: float  # reference median / candidate median
-    roofline_ms: float  # lower bound from the problem's roofline and the hardware profile
-    roofline_terms_ms: dict[str, float]  # link, hbm, compute
-    reference_roofline_fraction: float  # roofline_ms / reference median
-    candidate_roofline_fraction: float
-    hardware: str
+    # From the problem's roofline and a hardware profile (GPU runs of problems that have one):
+    roofline_ms: float | None = None  # the lower-bound time
+    roofline_terms_ms: dict[str, float] = Field(default_factory=dict)  # link, hbm, compute
+    reference_roofline_fraction: float | None = None  # roofline_ms / reference median
+    candidate_roofline_fraction: float | None = None
+    hardware: str | None = None
 
 
 class Phases(BaseModel):

@@ -1,0 +1,289 @@
+"""The checker: one process per rank, spawned once per check, every deadline enforced here.
+
+check() refuses what must not run (NVLink multicast where the environment disables it),
+catches syntax errors without starting anything, then starts `python -m eval.worker` once per
+rank, follows each rank's progress lines, kills every rank when one dies or misses its
+deadline, and folds what they reported into a CheckResult.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from eval.result import CheckResult, Perf, Phases, RankDetail, Timing
+from kernels_lib import multicast
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE_SUFFIXES = (".py", ".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp", ".ptx")
+
+
+class UsageError(Exception):
+    """Bad arguments: the command line turns this into exit code 2."""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _sources(candidate: Path) -> dict[str, str]:
+    """The candidate and the source files beside it (what it may build or load), by name."""
+    out = {candidate.name: candidate.read_text(errors="replace")}
+    for p in sorted(candidate.parent.iterdir()):
+        if p != candidate and p.is_file() and p.suffix in SOURCE_SUFFIXES and p.stat().st_size < 2 << 20:
+            out[p.name] = p.read_text(errors="replace")
+    return out
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("PKAGENT_CACHE", Path.home() / ".cache" / "pkagent"))
+
+
+def _rank_env(rank: int, world_size: int, fd: int, build_dir: Path) -> dict[str, str]:
+    env = multicast.off_env() if multicast.disabled_by() else dict(os.environ)
+    env.update(
+        RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_WORLD_SIZE=str(world_size),
+        PKAGENT_CHECK_FD=str(fd), PYTHONUNBUFFERED="1",
+        TORCH_EXTENSIONS_DIR=str(build_dir),  # load_inline builds of different candidates never collide
+        PYTHONPATH=os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+    )
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def _perf(problem, timings: dict[int, dict], world_size: int, size: float, device: str, hardware: str) -> Perf:
+    def fold(which: str) -> Timing:
+        per_rank = [sorted(t[which]["ms"]) for t in timings.values()]
+        med = [ms[len(ms) // 2] for ms in per_rank]
+        worst = max(range(len(med)), key=med.__getitem__)
+        return Timing(median_ms=med[worst], min_ms=per_rank[worst][0], max_ms=per_rank[worst][-1],
+                      batches=len(per_rank[worst]), calls_per_batch=timings[0][which]["calls"])
+
+    ref, cand = fold("reference"), fold("candidate")
+    perf = Perf(reference=ref, candidate=cand, speedup=ref.median_ms / cand.median_ms)
+    if problem.roofline is not None and device == "cuda":
+        import configs
+
+        hw = configs.load_hardware(hardware)
+        terms = problem.roofline(world_size, size).seconds(hw.link_gbs, hw.hbm_gbs, hw.bf16_tflops)
+        perf.hardware = hw.name
+        perf.roofline_ms = terms["bound"] * 1e3
+        perf.roofline_terms_ms = {k: v * 1e3 for k, v in terms.items() if k != "bound"}
+        perf.reference_roofline_fraction = perf.roofline_ms / ref.median_ms
+        perf.candidate_roofline_fraction = perf.roofline_ms / cand.median_ms
+    return perf
+
+
+def check(
+    candidate: str | Path,
+    problem: str,
+    world_size: int = 2,
+    device: str = "cuda",
+    trials: int = 5,
+    perf: bool = False,
+    size: float = 1.0,
+    timeout: float = 300.0,
+    hardware: str = "h200_2",
+    suite: str | None = None,
+    seed: int = 0,
+    batches: int = 15,
+    batch_s: float = 0.02,
+    warmup_s: float = 0.2,
+) -> CheckResult:
+    """Check `candidate` against `problem`; see the module docstring and docs for the method.
+
+    Raises UsageError for arguments that are wrong before anything runs.
+    """
+    from eval.problem import ProblemError
+    from eval.suites import load, qualify
+
+    t_start = time.perf_counter()
+    path = Path(candidate).resolve()
+    if not path.is_file():
+        raise UsageError(f"candidate {candidate}: no such file")
+    if device not in ("cuda", "cpu"):
+        raise UsageError(f"--device {device!r}: expected cuda or cpu")
+    if trials < 1 or world_size < 1 or size <= 0 or timeout <= 0:
+        raise UsageError("--trials, --world-size, --size and --timeout must be positive")
+    try:
+        ref = qualify(problem, suite)
+        prob = load(ref)
+    except ProblemError as e:
+        raise UsageError(str(e)) from None
+    if world_size not in prob.meta.world_sizes:
+        raise UsageError(f"problem {prob.id} supports world sizes {list(prob.meta.world_sizes)}, not {world_size}")
+    if device == "cuda":
+        import torch
+
+        if torch.cuda.device_count() < world_size:
+            raise UsageError(f"--world-size {world_size} needs {world_size} GPUs; {torch.cuda.device_count()} visible (use --device cpu for gloo)")
+
+    base = dict(problem=prob.id, candidate=str(path), world_size=world_size, device=device, trials=trials)
+    sources = _sources(path)
+    off = multicast.disabled_by()
+    if off:
+        hits = {name: multicast.mentions(text) for name, text in sources.items()}
+        hits = {k: v for k, v in hits.items() if v}
+        if hits:
+            where = "; ".join(f"{k}: {', '.join(v)}" for k, v in hits.items())
+            return CheckResult(status="refused", **base, message=(
+                f"refused, nothing was run: NVLink multicast is disabled here ({', '.join(off)}) and the candidate mentions it ({where}). "
+                "Use peer loads/stores or TMA instead of multimem/multicast."))
+    try:
+        compile(sources[path.name], str(path), "exec")
+    except SyntaxError as e:
+        return CheckResult(status="compile_error", **base, message=f"Python syntax error at line {e.lineno}: {e.msg}")
+
+    digest = hashlib.sha256("".join(f"{k}\0{v}" for k, v in sorted(sources.items())).encode()).hexdigest()[:16]
+    build_dir = _cache_dir() / "torch_extensions" / digest
+    build_dir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="pkagent-check-"))
+    spec = dict(problem=ref, candidate=str(path), world_size=world_size, device=device, trials=trials, perf=perf,
+                size=size, seed=seed, port=_free_port(), batches=batches, batch_s=batch_s, warmup_s=warmup_s)
+    (tmp / "spec.json").write_text(json.dumps(spec))
+
+    procs, readers, logs = [], {}, []
+    sel = selectors.DefaultSelector()
+    for rank in range(world_size):
+        r, w = os.pipe()
+        log = open(tmp / f"rank{rank}.log", "wb")
+        logs.append(log)
+        p = subprocess.Popen(
+            [sys.executable, "-m", "eval.worker", str(tmp / "spec.json"), str(rank)],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(path.parent),
+            env=_rank_env(rank, world_size, w, build_dir), pass_fds=(w,), start_new_session=True,
+        )
+        os.close(w)
+        procs.append(p)
+        readers[r] = rank
+        sel.register(r, selectors.EVENT_READ)
+
+    events: dict[int, list[dict]] = {r: [] for r in range(world_size)}
+    buffers = {r: b"" for r in readers}
+    done: set[int] = set()
+    failure: tuple[str, str, int | None] | None = None  # (status, message, rank)
+    last_progress = {r: time.monotonic() for r in range(world_size)}
+    marks: dict[str, float] = {}
+    stuck: list[int] = []
+    try:
+        while len(done) < world_size and failure is None:
+            for key, _ in sel.select(timeout=0.5):
+                chunk = os.read(key.fd, 1 << 16)
+                rank = readers[key.fd]
+                if not chunk:
+                    sel.unregister(key.fd)
+                    os.close(key.fd)
+                    continue
+                buffers[key.fd] += chunk
+                *lines, buffers[key.fd] = buffers[key.fd].split(b"\n")
+                for line in lines:
+                    try:
+                        ev = json.loads(line)
+                    except json.JSONDecodeError:
+                        continue
+                    events[rank].append(ev)
+                    last_progress[rank] = time.monotonic()
+                    name = ev.get("event")
+                    if name in ("ready", "collectives", "done") and all(any(e.get("event") == name for e in evs) for evs in events.values()):
+                        marks.setdefault(name, time.perf_counter())
+                    if name == "error":
+                        failure = (ev["status"], f"rank {rank}: {ev['message']}", rank)
+                    elif name == "trial" and ev.get("cheating"):
+                        failure = ("cheating_detected", f"rank {rank}: {ev['message']}", rank)
+                    elif name == "done":
+                        done.add(rank)
+            if failure:
+                break
+            for rank, p in enumerate(procs):
+                code = p.poll()
+                if code is not None and rank not in done and not any(e.get("event") == "error" for e in events[rank]):
+                    # drain what it wrote before dying
+                    time.sleep(0.05)
+                    how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+                    failure = ("runtime_error", f"rank {rank} process ended ({how}) before finishing the check", rank)
+                    break
+            now = time.monotonic()
+            late = [r for r in range(world_size) if r not in done and now - last_progress[r] > timeout]
+            if late and failure is None:
+                ahead = max(len(events[r]) for r in range(world_size))
+                stuck = [r for r in range(world_size) if r not in done and len(events[r]) < ahead] or late
+                where = events[stuck[0]][-1]["event"] if events[stuck[0]] else "start-up"
+                failure = ("timeout", f"ranks {stuck} made no progress for {timeout:g} s (last step: {where}); "
+                           "a deadlock (mismatched collectives, a wait that is never signalled) or a hang", None)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL if failure else signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + 10
+        for p in procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        for log in logs:
+            log.close()
+        sel.close()
+
+    t_end = time.perf_counter()
+    phases = Phases(
+        startup_s=(marks.get("ready", t_end) - t_start),
+        correctness_s=(marks.get("collectives", t_end) - marks.get("ready", t_end)),
+        timing_s=(marks.get("done", t_end) - marks.get("collectives", t_end)) if perf else 0.0,
+        total_s=t_end - t_start,
+    )
+    ranks = []
+    for r in range(world_size):
+        bad = next((e for e in events[r] if e.get("event") == "trial" and not e["ok"]), None)
+        err = next((e for e in events[r] if e.get("event") == "error"), None)
+        fresh = next((e for e in events[r] if e.get("event") == "fresh"), None)
+        if bad or err:
+            e = bad or err
+            ranks.append(RankDetail(rank=r, ok=False, trial=e.get("trial"), message=e.get("message", ""),
+                                    max_abs_err=e.get("max_abs_err"), max_rel_err=e.get("max_rel_err"),
+                                    first_mismatch=e.get("first_mismatch"), output_path=e.get("output_path", "")))
+        elif fresh and not fresh["ok"]:
+            ranks.append(RankDetail(rank=r, ok=False, message="stale result after inputs changed in place: " + fresh.get("message", "")))
+        else:
+            ranks.append(RankDetail(rank=r, ok=r in done))
+    passed = min(sum(1 for e in events[r] if e.get("event") == "trial" and e["ok"]) for r in range(world_size))
+    collectives = next((e["counts"] for e in events[0] if e.get("event") == "collectives"), {})
+    log_tail = ""
+    if failure or any(not d.ok for d in ranks):
+        rank = failure[2] if failure and failure[2] is not None else next((d.rank for d in ranks if not d.ok), 0)
+        text = (tmp / f"rank{rank}.log").read_text(errors="replace")
+        err = next((e for e in events[rank] if e.get("event") == "error"), {})
+        log_tail = (err.get("tail") or "") + ("\n" + text[-3000:] if text else "")
+
+    if failure:
+        status, message, _ = failure
+    elif any(not d.ok and d.message.startswith("stale result") for d in ranks):
+        status, message = "cheating_detected", next(d for d in ranks if not d.ok).message
+    elif any(not d.ok for d in ranks):
+        first = next(d for d in ranks if not d.ok)
+        status, message = "incorrect", f"rank {first.rank}, trial {first.trial}: {first.message}"
+    else:
+        status, message = "correct", f"all {world_size} ranks match the reference on {trials} trials"
+    result = CheckResult(status=status, **base, trials_passed=passed, message=message, ranks=ranks,
+                         stuck_ranks=stuck, collectives=collectives, phases=phases, log_tail=log_tail[-6000:])
+    if status == "correct" and perf:
+        timings = {r: {e["which"]: e for e in events[r] if e.get("event") == "timed"} for r in range(world_size)}
+        result.perf = _perf(prob, timings, world_size, size, device, hardware)
+    import shutil
+
+    shutil.rmtree(tmp, ignore_errors=True)
+    return result
