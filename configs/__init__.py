@@ -71,6 +71,7 @@ class SandboxConfig(Strict):
     output_limit_chars: int = Field(default=20000, ge=200)
     memory_gb: float = Field(default=64, gt=0)
     cpus: float = Field(default=8, gt=0)
+    max_file_gb: float = Field(default=16, gt=0, description="largest file a command may write")
 
 
 class AgentConfig(Strict):
