@@ -221,6 +221,16 @@ def check(
                 where = events[stuck[0]][-1]["event"] if events[stuck[0]] else "start-up"
                 failure = ("timeout", f"ranks {stuck} made no progress for {timeout:g} s (last step: {where}); "
                            "a deadlock (mismatched collectives, a wait that is never signalled) or a hang", None)
+        if failure and failure[0] == "runtime_error":
+            # A rank that died silently is the cause; its peers' errors (connection reset,
+            # NCCL abort) are the effect. Give the death a moment to show before blaming.
+            time.sleep(0.5)
+            for rank, p in enumerate(procs):
+                code = p.poll()
+                if code and rank != failure[2] and not any(e.get("event") == "error" for e in events[rank]):
+                    how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+                    failure = ("runtime_error", f"rank {rank} process ended ({how}) before finishing the check", rank)
+                    break
     finally:
         for p in procs:
             if p.poll() is None:

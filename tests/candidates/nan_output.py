@@ -1,0 +1,8 @@
+import torch.distributed as dist
+
+
+def solution(x):
+    out = x.clone()
+    dist.all_reduce(out)
+    out[0] = float("nan")
+    return out

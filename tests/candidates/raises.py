@@ -1,0 +1,2 @@
+def solution(x):
+    raise RuntimeError("illegal memory access (simulated)")

@@ -1,0 +1,7 @@
+import torch.distributed as dist
+
+
+def solution(x):
+    out = x.float()
+    dist.all_reduce(out)
+    return out

@@ -1,0 +1,147 @@
+"""The checker end to end on CPU (gloo): honest candidates pass, and every known trick and
+failure gets the status it deserves. The same candidates run on GPU in tests/test_check_gpu.py."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from eval.check import UsageError, check
+
+CANDIDATES = Path(__file__).parent / "candidates"
+SMALL = dict(world_size=2, device="cpu", size=1 / 1024, trials=3, timeout=60)
+
+
+def run(name, **kw):
+    return check(CANDIDATES / f"{name}.py", "all_reduce", **{**SMALL, **kw})
+
+
+def test_honest_candidate_is_correct_with_perf():
+    r = run("honest", perf=True)
+    assert r.status == "correct", r.message + r.log_tail
+    assert r.trials_passed == 3 and all(d.ok for d in r.ranks)
+    assert r.collectives == {"all_reduce": 3}
+    assert r.perf.reference.median_ms > 0 and r.perf.candidate.median_ms > 0
+    assert r.perf.speedup == pytest.approx(r.perf.reference.median_ms / r.perf.candidate.median_ms)
+    assert r.perf.roofline_ms is None  # no roofline for CPU runs
+    assert r.phases.total_s >= r.phases.startup_s > 0
+
+
+@pytest.mark.parametrize(
+    "name, status, words",
+    [
+        ("cached_outputs", "incorrect", "trial 1"),
+        ("freed_memory", "incorrect", "out of tolerance"),
+        ("modifies_inputs", "incorrect", "changed its inputs"),
+        ("wrong_on_one_rank", "incorrect", "rank 1"),
+        ("nan_output", "incorrect", "first at [0]"),
+        ("wrong_dtype", "incorrect", "dtype torch.float32, expected torch.bfloat16"),
+        ("tampers", "cheating_detected", "replaced eval.compare.compare"),
+        ("kills_itself", "runtime_error", "SIGKILL"),
+        ("raises", "runtime_error", "illegal memory access"),
+        ("syntax_error", "compile_error", "syntax error at line 1"),
+        ("import_error", "import_error", "this_module_does_not_exist"),
+        ("no_solution", "import_error", "no function solution"),
+        ("build_error", "compile_error", "threadIdx_x"),
+    ],
+)
+def test_bad_candidates_fail(name, status, words):
+    r = run(name)
+    assert r.status == status, (r.status, r.message, r.log_tail[-1500:])
+    assert words in r.message + " ".join(d.message for d in r.ranks)
+    assert not r.ok
+
+
+def test_wrong_on_one_rank_names_that_rank():
+    r = run("wrong_on_one_rank")
+    assert [d.ok for d in r.ranks] == [True, False]
+    bad = r.ranks[1]
+    assert bad.first_mismatch is not None and bad.max_abs_err >= 0.5
+
+
+def test_cache_by_address_never_passes():
+    # Depending on where the allocator puts each trial's inputs, the stale result shows up as a
+    # mismatch, as ranks disagreeing on which collectives to call, or in the in-place re-check.
+    r = run("cached_by_address", perf=True)
+    assert r.status in ("incorrect", "cheating_detected", "runtime_error", "timeout"), r.message
+    assert not r.ok
+
+
+def test_deadlock_times_out_and_names_stuck_rank():
+    r = run("deadlock", timeout=6)
+    assert r.status == "timeout", (r.status, r.message)
+    assert r.stuck_ranks and set(r.stuck_ranks) <= {0, 1}
+    assert r.phases.total_s < 30
+    # the next check on the same machine still works
+    assert run("honest").status == "correct"
+
+
+def test_multicast_refused_only_where_disabled(monkeypatch):
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")
+    r = run("uses_multicast")
+    assert r.status == "refused" and "multimem" in r.message and "NCCL_NVLS_ENABLE=0" in r.message
+    assert r.phases.total_s < 1 and r.ranks == []  # nothing was started
+    for var in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"):
+        monkeypatch.delenv(var, raising=False)
+    assert run("uses_multicast").status == "correct"
+
+
+def test_multicast_in_a_sibling_source_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+    (tmp_path / "solution.py").write_text((CANDIDATES / "honest.py").read_text())
+    (tmp_path / "kernel.cu").write_text("// uses cuMulticastCreate\n")
+    r = check(tmp_path / "solution.py", "all_reduce", **SMALL)
+    assert r.status == "refused" and "kernel.cu" in r.message
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(candidate="nope.py"), "no such file"),
+        (dict(problem="all_reduse"), "unknown problem 'all_reduse'"),
+        (dict(world_size=3), "supports world sizes [2, 4, 8], not 3"),
+        (dict(device="tpu"), "expected cuda or cpu"),
+        (dict(trials=0), "must be positive"),
+        (dict(device="cuda"), "GPUs"),
+    ],
+)
+def test_usage_errors(kwargs, words):
+    args = dict(candidate=CANDIDATES / "honest.py", problem="all_reduce", **SMALL)
+    args.update(kwargs)
+    if args["device"] == "cuda":
+        import torch
+
+        if torch.cuda.device_count() >= 2:
+            pytest.skip("GPUs present")
+    with pytest.raises(UsageError, match=words.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(")):
+        check(**args)
+
+
+def test_cli_exit_codes_and_last_line_json(tmp_path):
+    def pk(*args):
+        return subprocess.run([sys.executable, "-m", "pkagent", *args], capture_output=True, text=True, cwd=tmp_path)
+
+    ok = pk("check", str(CANDIDATES / "honest.py"), "--problem", "all_reduce", "--device", "cpu", "--size", "0.001", "--trials", "2")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout.strip().splitlines()[-1])["status"] == "correct"
+    assert "status: correct" in ok.stdout
+
+    bad = pk("check", str(CANDIDATES / "wrong_on_one_rank.py"), "--problem", "all_reduce", "--device", "cpu", "--size", "0.001", "--json")
+    assert bad.returncode == 1
+    assert len(bad.stdout.strip().splitlines()) == 1 and json.loads(bad.stdout)["status"] == "incorrect"
+
+    usage = pk("check", str(CANDIDATES / "honest.py"), "--problem", "nope", "--device", "cpu")
+    assert usage.returncode == 2 and "unknown problem" in usage.stderr and "Traceback" not in usage.stderr
+
+
+def test_as_candidate_is_correct_for_every_collective(tmp_path):
+    from eval.cli import candidate_source
+    from eval.problem import all_problems
+
+    for p in all_problems("collective"):
+        path = tmp_path / f"{p.id}.py"
+        path.write_text(candidate_source(p))
+        r = check(path, p.id, world_size=2, device="cpu", size=1 / 1024, trials=2, timeout=60)
+        assert r.status == "correct", (p.id, r.message, r.log_tail[-800:])
