@@ -75,12 +75,19 @@ class SandboxConfig(Strict):
 
 
 class AgentConfig(Strict):
-    step_limit: int = Field(default=40, ge=1)
-    cost_limit_usd: float = Field(default=5.0, ge=0)
+    step_limit: int = Field(default=40, ge=1, description="model calls per sample")
+    cost_limit_usd: float = Field(default=5.0, ge=0, description="per sample; 0: no limit")
     wall_time_s: float = Field(default=3600, gt=0)
-    max_format_errors: int = Field(default=3, ge=1)
+    max_format_errors: int = Field(default=3, ge=1, description="consecutive replies without a valid action")
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int = Field(default=16000, ge=1)
+    actions: Literal["tools", "text"] = Field(
+        default="tools", description="tools: the provider's tool calling; text: one fenced bash block per reply"
+    )
+    request_timeout_s: float = Field(default=600, gt=0, description="one model request")
+    max_retries: int = Field(default=6, ge=0, description="retries of a transient model error")
+    retry_wait_s: float = Field(default=2.0, ge=0, description="first backoff; doubles, with jitter")
+    retry_max_wait_s: float = Field(default=120, ge=0, description="longest wait, Retry-After included")
 
 
 class CheckConfig(Strict):
