@@ -145,3 +145,28 @@ def test_as_candidate_is_correct_for_every_collective(tmp_path):
         path.write_text(candidate_source(p))
         r = check(path, p.id, world_size=2, device="cpu", size=1 / 1024, trials=2, timeout=60)
         assert r.status == "correct", (p.id, r.message, r.log_tail[-800:])
+
+
+PKB = Path(__file__).parent / "fixtures" / "pkb"
+
+
+@pytest.mark.parametrize(
+    "problem, candidate, status",
+    [
+        ("1", "1_all_reduce_sum_cuda", "correct"),
+        ("2_allgather_linear", "2_allgather_linear_cuda", "correct"),
+        ("2", "2_allgather_linear_wrong", "incorrect"),
+    ],
+)
+def test_parallelkernelbench_suite(problem, candidate, status):
+    r = check(PKB / "solutions" / f"{candidate}.py", problem, suite=f"pkb:{PKB}", world_size=2, device="cpu",
+              size=1 / 64, trials=2, timeout=60, perf=status == "correct")
+    assert r.status == status, (r.message, r.log_tail[-800:])
+    if status == "correct":
+        assert r.perf is not None and r.perf.roofline_ms is None
+
+
+def test_parallelkernelbench_listing():
+    out = subprocess.run([sys.executable, "-m", "pkagent", "problems", "--suite", f"pkb:{PKB}", "--json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert [p["id"] for p in json.loads(out.stdout)] == ["1_all_reduce_sum", "2_allgather_linear"]
