@@ -78,7 +78,7 @@ def reference(q, k, v, dout):
         dkv[j, 0] = dk.transpose(1, 2)
         dkv[j, 1] = dv.transpose(1, 2)
     mine = torch.empty((2, b, sl, h, d), dtype=torch.float32, device=q.device)
-    dist.reduce_scatter_tensor(mine, dkv)
+    dist.reduce_scatter_tensor(mine, dkv.view(w * 2, *dkv.shape[2:]))  # dim 0 in rank order
     bf = torch.bfloat16
     return dq.transpose(1, 2).to(bf), mine[0].to(bf), mine[1].to(bf)
 
