@@ -1,0 +1,47 @@
+"""What the push-based reference kernels share: a receive buffer, per-tile flags, the launch."""
+
+from __future__ import annotations
+
+import ctypes
+
+import torch
+import torch.distributed as dist
+
+import kernels_lib as kl
+
+KIB = 1024
+
+
+def plan(nbytes: int, max_senders: int = 64, max_receivers: int = 64) -> tuple[int, int, int]:
+    """(tile bytes, sender blocks, receiver blocks) for moving nbytes per peer: tiles of 4 KiB to
+    256 KiB, about 64 of them at least, and no more blocks than tiles (senders + receivers <=
+    128 so that every block is resident at once, which the waits need)."""
+    tile = max(4 * KIB, min(256 * KIB, (nbytes // 64) // (4 * KIB) * (4 * KIB)))
+    tiles = -(-nbytes // tile)
+    return tile, min(tiles, max_senders), min(tiles, max_receivers)
+
+
+class Launch:
+    """A kernel with its arguments packed once; per call only x, out and the epoch change."""
+
+    def __init__(self, source: str, name: str, fixed_before: list, fixed_after: list, grid: int, block: int, smem: int = 0, module: str | None = None):
+        self.kernel = kl.load(source, name=module or name).kernel(name)
+        self.x, self.out, self.epoch = ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_uint32()
+        self.packed = self.kernel.pack([self.x, self.out, *fixed_before, self.epoch, *fixed_after])
+        self.grid, self.block, self.smem = grid, block, smem
+
+    def __call__(self, x: torch.Tensor, out: torch.Tensor, epoch: int) -> None:
+        self.x.value, self.out.value, self.epoch.value = x.data_ptr(), out.data_ptr(), epoch
+        self.kernel.launch(self.grid, self.block, self.packed, self.smem, torch._C._cuda_getCurrentRawStream(x.device.index))
+
+
+def world() -> tuple[int, int]:
+    return dist.get_rank(), dist.get_world_size()
+
+
+def check_input(x: torch.Tensor, multiple: int) -> torch.Tensor:
+    if x.dtype != torch.bfloat16 or not x.is_cuda:
+        raise TypeError(f"expects a CUDA bfloat16 tensor, got {x.dtype} on {x.device}")
+    if x.numel() % multiple:
+        raise ValueError(f"expects a number of elements divisible by {multiple}, got {x.numel()}")
+    return x.contiguous()

@@ -1,0 +1,121 @@
+"""All-gather: sender SMs push this rank's shard into every peer's receive buffer, tile by
+tile, each tile followed by a flag; receiver SMs copy each peer's tile into place as its flag
+arrives, and this rank's own shard (pk::split_grid: the two roles overlap).
+Two send mechanisms: 16-byte stores from all threads ("reg", the default), or TMA bulk copies
+issued by one thread per block through a ring of shared-memory stages ("tma").
+Link bytes per rank: (W-1) * n, the minimum. Candidate for eval/problems/all_gather.py."""
+
+import ctypes
+import os
+
+import torch
+
+import kernels_lib as kl
+from kernels_lib.examples._common import Launch, check_input, plan, world
+
+STAGES, CHUNK = 4, 32 * 1024  # TMA ring: 4 stages of 32 KiB
+
+SOURCE = r"""
+#include <pk/pk.cuh>
+using T = __nv_bfloat16;
+constexpr int STAGES = 4;
+constexpr unsigned CHUNK = 32 * 1024;
+
+// One tile of x (bytes at byte offset off) -> every peer's recv, by one thread with TMA.
+__device__ void send_tile_tma(const char* src, const pk::pbuf<T>& recv, size_t dst_off, unsigned bytes,
+                              unsigned char* stage, uint64_t* bars, uint32_t& k) {
+  for (unsigned off = 0; off < bytes; off += CHUNK, ++k) {
+    const int s = k % STAGES;
+    const unsigned len = min(CHUNK, bytes - off);
+    if (k >= STAGES) pk::tma::wait_read<STAGES - 1>();  // the stores that read stage s are done
+    pk::tma::bar_expect(&bars[s], len);
+    pk::tma::load(stage + s * CHUNK, src + off, len, &bars[s]);
+    pk::tma::bar_wait(&bars[s], (k / STAGES) & 1);
+    for (int i = 1; i < recv.world; ++i)
+      pk::tma::store(reinterpret_cast<char*>(recv[recv.peer_at(i)]) + dst_off + off, stage + s * CHUNK, len);
+    pk::tma::commit();
+  }
+  pk::tma::wait_writes();
+}
+
+// recv: [2 parities][world][n] per rank; flags: [world][tiles].
+template <bool TMA>
+__device__ void all_gather(const T* x, T* out, const pk::pbuf<T>& recv, const pk::pbuf<uint32_t>& flags,
+                           size_t n, unsigned tile, unsigned epoch, int senders) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int me = recv.rank, W = recv.world;
+  const size_t tiles = (n + tile - 1) / tile, slot = (size_t)(epoch & 1) * W * n;
+  pk::split_grid(senders,
+    [&](int b, int nb) {
+      if (TMA) {
+        uint64_t* bars = reinterpret_cast<uint64_t*>(smem + STAGES * CHUNK);
+        if (threadIdx.x == 0)
+          for (int s = 0; s < STAGES; ++s) pk::tma::bar_init(&bars[s]);
+        __syncthreads();
+        if (threadIdx.x != 0) return;
+        uint32_t k = 0;
+        for (size_t t = b; t < tiles; t += nb) {
+          const size_t lo = t * tile, len = min((size_t)tile, n - lo);
+          send_tile_tma(reinterpret_cast<const char*>(x + lo), recv, (slot + me * n + lo) * sizeof(T), len * sizeof(T), smem, bars, k);
+          for (int i = 1; i < W; ++i) pk::signal(flags, recv.peer_at(i), me * tiles + t, epoch);
+        }
+        return;
+      }
+      for (size_t t = b; t < tiles; t += nb) {
+        const size_t lo = t * tile, len = min((size_t)tile, n - lo);
+        for (int i = 1; i < W; ++i) pk::copy16_block(recv[recv.peer_at(i)] + slot + me * n + lo, x + lo, len * sizeof(T));
+        __syncthreads();
+        if (threadIdx.x > 0 && threadIdx.x < W) pk::signal(flags, recv.peer_at(threadIdx.x), me * tiles + t, epoch);
+      }
+    },
+    [&](int b, int nb) {
+      for (size_t j = b; j < W * tiles; j += nb) {
+        const int src = recv.peer_at(j % W);
+        const size_t lo = (j / W) * tile, len = min((size_t)tile, n - lo);
+        if (src == me) {
+          pk::copy16_block(out + me * n + lo, x + lo, len * sizeof(T));
+        } else {
+          if (threadIdx.x == 0) pk::wait(flags, src * tiles + j / W, epoch, "all-gather tile");
+          __syncthreads();
+          pk::copy16_block(out + src * n + lo, recv.local() + slot + src * n + lo, len * sizeof(T));
+        }
+      }
+    });
+}
+
+extern "C" __global__ void __launch_bounds__(512) all_gather_reg(const T* __restrict__ x, T* __restrict__ out, pk::pbuf<T> recv,
+    pk::pbuf<uint32_t> flags, size_t n, unsigned tile, unsigned epoch, int senders) {
+  all_gather<false>(x, out, recv, flags, n, tile, epoch, senders);
+}
+extern "C" __global__ void __launch_bounds__(512) all_gather_tma(const T* __restrict__ x, T* __restrict__ out, pk::pbuf<T> recv,
+    pk::pbuf<uint32_t> flags, size_t n, unsigned tile, unsigned epoch, int senders) {
+  all_gather<true>(x, out, recv, flags, n, tile, epoch, senders);
+}
+"""
+
+MECHANISM = os.environ.get("PK_ALL_GATHER", "reg")  # "reg" or "tma"
+_STATE: dict = {}
+
+
+def _setup(n: int, mechanism: str) -> tuple:
+    rank, w = world()
+    tile, senders, receivers = plan(2 * n, max_senders=32 if mechanism == "tma" else 64)
+    tile //= 2
+    tiles = -(-n // tile)
+    recv = kl.symm_buffer((2, w, n), torch.bfloat16, tag="all_gather")
+    flags = kl.flags(w * tiles, tag=f"all_gather:{n}:{mechanism}")
+    smem = STAGES * CHUNK + 64 if mechanism == "tma" else 0
+    launch = Launch(SOURCE, f"all_gather_{mechanism}", [recv.pbuf(), flags.pbuf(), ctypes.c_uint64(n), ctypes.c_uint32(tile)],
+                    [ctypes.c_int32(senders)], senders + receivers, 512, smem, module="all_gather")
+    return flags, launch
+
+
+def solution(x: torch.Tensor, mechanism: str | None = None) -> torch.Tensor:
+    x = check_input(x, 8)
+    mech = mechanism or MECHANISM
+    key = (x.numel(), mech)
+    flags, launch = _STATE.get(key) or _STATE.setdefault(key, _setup(x.numel(), mech))
+    rank, w = world()
+    out = torch.empty(w * x.numel(), dtype=x.dtype, device=x.device)
+    launch(x, out, flags.next_epoch())
+    return out
