@@ -1,0 +1,175 @@
+"""kernels_lib on a machine without a GPU: imports, the nvcc build path and its cache, the
+multimem gate, the PBuf layout against the C++ struct, and that every kernel source compiles."""
+
+import ctypes
+import importlib
+import multiprocessing as mp
+import shutil
+import struct
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import kernels_lib as kl
+from kernels_lib import multimem
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None and not __import__("os").path.exists("/usr/local/cuda/bin/nvcc"), reason="no nvcc")
+
+SMALL = '#include <pk/pk.cuh>\nextern "C" __global__ void add1(float* x) { x[threadIdx.x] += 1.0f; }\n'
+
+
+def test_host_side_imports_without_a_gpu():
+    code = "import kernels_lib, kernels_lib.sync, kernels_lib.cli, kernels_lib.bench; import kernels_lib.examples.all_reduce_one_shot; print('ok')"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={"CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+@needs_nvcc
+def test_build_is_cached_by_content(tmp_path, monkeypatch):
+    monkeypatch.setenv("PKAGENT_KERNEL_CACHE", str(tmp_path))
+    first = kl.compile_cubin(SMALL, name="small")
+    assert not first.cached and first.path.exists() and first.path.read_bytes()[:4] == b"\x7fELF"
+    again = kl.compile_cubin(SMALL, name="small")
+    assert again.cached and again.path == first.path
+    other = kl.compile_cubin(SMALL.replace("1.0f", "2.0f"), name="small")
+    assert not other.cached and other.path != first.path
+    flagged = kl.compile_cubin(SMALL, ["-DFOO=1"], name="small")
+    assert flagged.key != first.key
+
+
+def _build_in_child(cache: str, src: str, q) -> None:
+    import os
+
+    os.environ["PKAGENT_KERNEL_CACHE"] = cache
+    from kernels_lib import compile_cubin
+
+    b = compile_cubin(src, name="race")
+    q.put((str(b.path), b.cached, b.path.read_bytes()))
+
+
+@needs_nvcc
+def test_concurrent_builds_of_one_source_do_not_collide(tmp_path):
+    src = SMALL.replace("add1", "add_race")
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_build_in_child, args=(str(tmp_path), src, q)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    results = [q.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    (p1, c1, b1), (p2, c2, b2) = results
+    assert p1 == p2 and b1 == b2 and b1[:4] == b"\x7fELF"
+    assert sorted([c1, c2]) == [False, True]  # one compiled, the other waited and found it
+    assert [f.name for f in tmp_path.iterdir() if f.suffix not in (".cubin", ".lock")] == []  # no temporary left
+
+
+@needs_nvcc
+def test_syntax_error_raises_build_error_with_the_message(tmp_path, monkeypatch):
+    monkeypatch.setenv("PKAGENT_KERNEL_CACHE", str(tmp_path))
+    with pytest.raises(kl.BuildError) as e:
+        kl.compile_cubin('extern "C" __global__ void broken(float* x) { x[0] = undefined_name; }', name="broken")
+    assert "undefined_name" in str(e.value) and "error" in e.value.log
+    assert not list(tmp_path.glob("*.cubin"))
+
+
+def test_multimem_refused_when_the_environment_disables_multicast(monkeypatch):
+    monkeypatch.setenv("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+    with pytest.raises(kl.MulticastRefused, match="TORCH_SYMM_MEM_DISABLE_MULTICAST=1"):
+        multimem.require()
+    monkeypatch.delenv("TORCH_SYMM_MEM_DISABLE_MULTICAST")
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")
+    with pytest.raises(kl.MulticastRefused, match="NCCL_NVLS_ENABLE=0"):
+        multimem.require()
+
+
+def test_pbuf_packing():
+    p = kl.pbuf([0x1000, 0x2000, 0x3000], rank=1, offset_bytes=0x10)
+    raw = bytes(p)
+    assert ctypes.sizeof(kl.PBuf) == len(raw) == 8 * kl.MAX_RANKS + 16
+    fields = struct.unpack(f"<{kl.MAX_RANKS}QQii", raw)
+    assert fields[:4] == (0x1010, 0x2010, 0x3010, 0) and fields[kl.MAX_RANKS:] == (0, 1, 3)
+    with pytest.raises(ValueError):
+        kl.pbuf([1] * (kl.MAX_RANKS + 1), 0)
+    with pytest.raises(ValueError):
+        kl.pbuf([1, 2], 2)
+
+
+def test_kernel_arguments_refuse_plain_numbers():
+    packed = kl.Kernel.pack([ctypes.c_int32(7), kl.pbuf([0x40], 0)])
+    assert ctypes.cast(packed.argv[0], ctypes.POINTER(ctypes.c_int32)).contents.value == 7
+    with pytest.raises(TypeError, match="ctypes.c_int32"):
+        kl.Kernel.pack([7])
+
+
+@needs_nvcc
+def test_pbuf_layout_matches_the_cuda_struct(tmp_path, monkeypatch):
+    monkeypatch.setenv("PKAGENT_KERNEL_CACHE", str(tmp_path))
+    off = {name: getattr(kl.PBuf, name).offset for name in ("ptr", "mc", "rank", "world")}
+    src = textwrap.dedent(f"""
+        #include <pk/pbuf.cuh>
+        static_assert(sizeof(pk::pbuf<float>) == {ctypes.sizeof(kl.PBuf)}, "size");
+        static_assert(offsetof(pk::pbuf<float>, ptr) == {off['ptr']}, "ptr");
+        static_assert(offsetof(pk::pbuf<float>, mc) == {off['mc']}, "mc");
+        static_assert(offsetof(pk::pbuf<float>, rank) == {off['rank']}, "rank");
+        static_assert(offsetof(pk::pbuf<float>, world) == {off['world']}, "world");
+        extern "C" __global__ void k(pk::pbuf<float> b) {{ b.local()[0] = b.world; }}
+    """)
+    kl.compile_cubin(src, name="layout")
+
+
+EXAMPLES = ["all_reduce_one_shot", "all_reduce_two_shot", "all_gather", "reduce_scatter", "all_to_all"]
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", EXAMPLES + ["sync", "prims", "trap"])
+def test_every_kernel_source_compiles(name, tmp_path, monkeypatch):
+    monkeypatch.setenv("PKAGENT_KERNEL_CACHE", str(tmp_path))
+    if name == "sync":
+        src = importlib.import_module("kernels_lib.sync").SOURCE
+    elif name in ("prims", "trap"):
+        src = getattr(importlib.import_module("kernels_lib.gpu_check"), name.upper())
+    else:
+        src = importlib.import_module(f"kernels_lib.examples.{name}").SOURCE
+    assert kl.compile_cubin(src, name=name).path.exists()
+
+
+@needs_nvcc
+def test_multimem_wrappers_compile(tmp_path, monkeypatch):
+    monkeypatch.setenv("PKAGENT_KERNEL_CACHE", str(tmp_path))
+    src = """
+    #include <pk/pk.cuh>
+    extern "C" __global__ void mm(pk::pbuf<__nv_bfloat16> b, pk::pbuf<uint32_t> f) {
+      uint4 v = pk::multimem::ld_reduce_bf16(b.mc + 8 * threadIdx.x);
+      v = pk::multimem::ld_reduce_f32(b.mc + 8 * threadIdx.x + 1024);
+      pk::multimem::st(b.mc + 8 * threadIdx.x, v);
+      pk::multimem::signal_all(f.mc, 1);
+    }
+    """
+    assert kl.compile_cubin(src, name="mm").path.exists()
+
+
+@pytest.mark.parametrize("name", EXAMPLES + ["ag_gemm", "gemm_rs"])
+def test_examples_expose_the_problem_signature(name):
+    import inspect
+
+    from eval.problem import load_problem
+
+    mod = importlib.import_module(f"kernels_lib.examples.{name}")
+    pid = {"all_reduce_one_shot": "all_reduce", "all_reduce_two_shot": "all_reduce"}.get(name, name)
+    ref = inspect.signature(load_problem(pid).reference)
+    sol = inspect.signature(mod.solution)
+    required = [p for p in sol.parameters.values() if p.default is inspect.Parameter.empty]
+    assert len(required) == len(ref.parameters)
+
+
+def test_plan_covers_the_message():
+    from kernels_lib.examples._common import plan
+
+    for nbytes in (16 * 1024, 1 << 20, 64 << 20, 1 << 30, 1024 * 48 + 16):
+        tile, s, r = plan(nbytes)
+        assert tile % 16 == 0 and 4096 <= tile <= 256 * 1024
+        assert 1 <= s <= -(-nbytes // tile) and s + r <= 128
