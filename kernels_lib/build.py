@@ -152,6 +152,7 @@ class Packed:
     def __init__(self, values: list):
         self.values = values
         self.argv = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
+        self.argp = ctypes.cast(self.argv, ctypes.c_void_p)
 
 
 def _as_ctype(a):
@@ -183,7 +184,7 @@ class Kernel:
             check(lib.cuFuncSetAttribute(self.func, _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem), f"{self.name}: shared memory {smem}")
             self._smem_limit = smem
         s = current_stream() if stream is None else stream
-        check(lib.cuLaunchKernel(self.func, *g, *b, smem, s, packed.argv, None), f"launch {self.name}{g}x{b}")
+        check(lib.cuLaunchKernel(self.func, *g, *b, smem, s, packed.argp, None), f"launch {self.name}{g}x{b}")
 
     def __call__(self, grid, block, args, smem: int = 0, stream: int | None = None) -> None:
         self.launch(grid, block, self.pack(args), smem, stream)
@@ -217,18 +218,18 @@ class Module:
         return self.kernel(name)
 
 
-_MODULES: dict[tuple[str, int], Module] = {}
+_MODULES: dict[tuple, Module] = {}
 
 
 def load(source: str, flags: tuple[str, ...] | list[str] = (), *, name: str = "pk") -> Module:
     """Compile (or find in the cache) and load `source` on the current device; cached per process."""
     import torch
 
-    b = compile_cubin(source, flags, name=name)
-    key = (b.key, torch.cuda.current_device())
-    if key not in _MODULES:
-        _MODULES[key] = Module(b)
-    return _MODULES[key]
+    key = (source, tuple(flags), name, torch.cuda.current_device())
+    mod = _MODULES.get(key)
+    if mod is None:
+        mod = _MODULES[key] = Module(compile_cubin(source, flags, name=name))
+    return mod
 
 
 def copy_engine(dst_ptr: int, src_ptr: int, nbytes: int, stream: int | None = None) -> None:
