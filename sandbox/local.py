@@ -96,7 +96,8 @@ class LocalSandbox(WorkdirSandbox):
             self._kill(proc.pid)
             proc.wait()
         reader.join(10)
-        proc.stdout.close()
+        if not reader.is_alive():  # else a process that escaped every kill still holds the pipe
+            proc.stdout.close()
         duration = time.monotonic() - start
         output = clip.text()
         if timed_out:
