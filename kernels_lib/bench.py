@@ -48,10 +48,13 @@ def _iters(nbytes: int) -> tuple[int, int]:
         return 50, 300
     if nbytes <= 128 * MIB:
         return 10, 60
-    return 3, 12
+    return 3, 20
 
 
-def _time(fn, sets, warmup: int, iters: int) -> dict:
+def _time(fn, sets, warmup: int, iters: int, batches: int = 10) -> dict:
+    """Median over `batches` of (CUDA-event time of `iters // batches` calls back to back) / calls:
+    the time per call in steady state, launch overhead included where it dominates. host_us is
+    the CPU time per call spent issuing them."""
     import torch
     import torch.distributed as dist
 
@@ -60,17 +63,22 @@ def _time(fn, sets, warmup: int, iters: int) -> dict:
     torch.cuda.synchronize()
     dist.barrier()
     torch.cuda.synchronize()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-    for i, (s, e) in enumerate(ev):
+    per = max(1, iters // batches)
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(batches)]
+    host = 0.0
+    for b, (s, e) in enumerate(ev):
         s.record()
-        fn(*sets[i % len(sets)])
+        h0 = time.perf_counter()
+        for i in range(per):
+            fn(*sets[(b * per + i) % len(sets)])
+        host += time.perf_counter() - h0
         e.record()
     torch.cuda.synchronize()
-    t = sorted(s.elapsed_time(e) * 1000 for s, e in ev)
+    t = sorted(s.elapsed_time(e) * 1000 / per for s, e in ev)
     med = statistics.median(t)
-    v = torch.tensor([med, t[len(t) // 10], t[(9 * len(t)) // 10]], device="cuda", dtype=torch.float64)
+    v = torch.tensor([med, t[len(t) // 10], t[(9 * len(t)) // 10], host * 1e6 / (per * batches)], device="cuda", dtype=torch.float64)
     dist.all_reduce(v, op=dist.ReduceOp.MAX)
-    return {"us": v[0].item(), "p10_us": v[1].item(), "p90_us": v[2].item(), "iters": iters}
+    return {"us": v[0].item(), "p10_us": v[1].item(), "p90_us": v[2].item(), "host_us": v[3].item(), "calls": per * batches}
 
 
 def _close(a, b) -> tuple[bool, float]:
@@ -240,8 +248,8 @@ def _fmt_size(op: str, s: int) -> str:
 
 def table(rows: list[dict]) -> str:
     """Markdown: one line per (op, size, our kernel), with the baselines' times and the ratios."""
-    out = ["| op | size per rank | kernel | time us (p10-p90) | bus GB/s | NCCL us | x NCCL | torch symm_mem us | x torch | floor | met |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    out = ["| op | size per rank | kernel | time us (p10-p90) | host us | bus GB/s | NCCL us | x NCCL | torch symm_mem us | x torch | floor | met |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     keys = sorted({(r["op"], r["size"]) for r in rows}, key=lambda k: (list(DEFAULT_SIZES).index(k[0]) if k[0] in DEFAULT_SIZES else 99, k[1]))
     for op, size in keys:
         group = [r for r in rows if r["op"] == op and r["size"] == size and "us" in r]
@@ -260,7 +268,7 @@ def table(rows: list[dict]) -> str:
             bw = f"{r['busbw_GBps']:.0f}" if r.get("busbw_GBps") else (f"GEMM alone {gemm:.0f} us" if gemm else "")
             ok = "" if r.get("correct", True) else " WRONG"
             us = r["us"]
-            cells = [op, _fmt_size(op, size), r["impl"].replace("kernels_lib ", "") + ok, f"{us:.1f} ({r['p10_us']:.1f}-{r['p90_us']:.1f})", bw,
+            cells = [op, _fmt_size(op, size), r["impl"].replace("kernels_lib ", "") + ok, f"{us:.1f} ({r['p10_us']:.1f}-{r['p90_us']:.1f})", f"{r.get('host_us', 0):.1f}", bw,
                      "" if nccl is None else f"{nccl:.1f}", "" if nccl is None else f"{nccl / us:.2f}",
                      "" if torch_t is None else f"{torch_t:.1f}", "" if torch_t is None else f"{torch_t / us:.2f}", floor_s, met]
             out.append("| " + " | ".join(cells) + " |")

@@ -9,3 +9,9 @@ if [ "${SKIP_CHECK:-0}" != 1 ]; then
   timeout "${CHECK_TIMEOUT:-240}" python3 -m kernels_lib.gpu_check --out "$OUT" 2>&1 | tee "$OUT/gpu_check.log"
 fi
 timeout "${BENCH_TIMEOUT:-300}" python3 -m kernels_lib.bench --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
+# Block-count sweep of the all-reduce kernels (senders, receivers caps), summary lines only.
+for cfg in ${SWEEP:-}; do
+  s=${cfg%x*}; r=${cfg#*x}
+  echo "== PK_MAX_SENDERS=$s PK_MAX_RECEIVERS=$r" >> "$OUT/sweep.log"
+  PK_MAX_SENDERS=$s PK_MAX_RECEIVERS=$r timeout 120 python3 -m kernels_lib.bench --ops all_reduce --out /tmp/sweep_$cfg 2>&1 | grep '^| all_reduce' >> "$OUT/sweep.log"
+done

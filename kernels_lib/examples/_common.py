@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 
 import torch
 import torch.distributed as dist
@@ -15,7 +16,10 @@ KIB = 1024
 def plan(nbytes: int, max_senders: int = 64, max_receivers: int = 64) -> tuple[int, int, int]:
     """(tile bytes, sender blocks, receiver blocks) for moving nbytes per peer: tiles of 4 KiB to
     256 KiB, about 64 of them at least, and no more blocks than tiles (senders + receivers <=
-    128 so that every block is resident at once, which the waits need)."""
+    128 so that every block is resident at once, which the waits need). PK_MAX_SENDERS and
+    PK_MAX_RECEIVERS override the caps (for tuning sweeps)."""
+    max_senders = int(os.environ.get("PK_MAX_SENDERS", max_senders))
+    max_receivers = int(os.environ.get("PK_MAX_RECEIVERS", max_receivers))
     tile = max(4 * KIB, min(256 * KIB, (nbytes // 64) // (4 * KIB) * (4 * KIB)))
     tiles = -(-nbytes // tile)
     return tile, min(tiles, max_senders), min(tiles, max_receivers)

@@ -49,21 +49,31 @@ __device__ __forceinline__ void add_flag(uint32_t* flag, uint32_t v) {
   add_release_sys(flag, v);
 }
 
-// Spin until *flag >= v (mod 2^32), acquire. Traps after timeout_ns (0: never) with a message.
+__device__ __forceinline__ uint32_t ld_relaxed_sys(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Spin until *flag >= v (mod 2^32), then acquire (system scope). Polls with relaxed loads and
+// fences once at the end, so that many waiting blocks do not slow the traffic they wait for.
+// Traps after timeout_ns (0: never) with a message naming the flag, rank and values.
 inline __device__ __noinline__ void wait_flag(const uint32_t* flag, uint32_t v, int rank, const char* what,
-                                       uint64_t timeout_ns = PK_WAIT_TIMEOUT_NS) {
-  uint32_t seen = ld_acquire_sys(flag);
-  if (static_cast<int32_t>(seen - v) >= 0) return;
-  const uint64_t start = timeout_ns ? globaltimer_ns() : 0;
-  for (uint32_t n = 1;; ++n) {
-    seen = ld_acquire_sys(flag);
-    if (static_cast<int32_t>(seen - v) >= 0) return;
-    if (timeout_ns && (n & 255) == 0 && globaltimer_ns() - start > timeout_ns) {
-      printf("pk: wait timed out: %s (flag %p) on rank %d, block %d thread %d: expected >= %u, saw %u after %llu ns\n",
-             what, flag, rank, blockIdx.x, threadIdx.x, v, seen, (unsigned long long)timeout_ns);
-      __trap();
+                                              uint64_t timeout_ns = PK_WAIT_TIMEOUT_NS) {
+  uint32_t seen = ld_relaxed_sys(flag);
+  if (static_cast<int32_t>(seen - v) < 0) {
+    const uint64_t start = timeout_ns ? globaltimer_ns() : 0;
+    for (uint32_t n = 1;; ++n) {
+      seen = ld_relaxed_sys(flag);
+      if (static_cast<int32_t>(seen - v) >= 0) break;
+      if (timeout_ns && (n & 255) == 0 && globaltimer_ns() - start > timeout_ns) {
+        printf("pk: wait timed out: %s (flag %p) on rank %d, block %d thread %d: expected >= %u, saw %u after %llu ns\n",
+               what, flag, rank, blockIdx.x, threadIdx.x, v, seen, (unsigned long long)timeout_ns);
+        __trap();
+      }
     }
   }
+  asm volatile("fence.acq_rel.sys;" ::: "memory");  // relaxed read + fence = acquire
 }
 
 // signal / wait on a flags buffer: signal stores v into rank `to`'s flag i; wait spins on this
