@@ -12,8 +12,8 @@ import hashlib
 import json
 import os
 import selectors
+import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,18 +31,17 @@ class UsageError(Exception):
     """Bad arguments: the command line turns this into exit code 2."""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _sources(candidate: Path) -> dict[str, str]:
-    """The candidate and the source files beside it (what it may build or load), by name."""
-    out = {candidate.name: candidate.read_text(errors="replace")}
+    """The candidate and what it may build or load from its folder: the CUDA/C++ sources
+    beside it, and the Python modules beside it that it imports by name."""
+    text = candidate.read_text(errors="replace")
+    out = {candidate.name: text}
     for p in sorted(candidate.parent.iterdir()):
-        if p != candidate and p.is_file() and p.suffix in SOURCE_SUFFIXES and p.stat().st_size < 2 << 20:
-            out[p.name] = p.read_text(errors="replace")
+        if p == candidate or not p.is_file() or p.suffix not in SOURCE_SUFFIXES or p.stat().st_size > 2 << 20:
+            continue
+        if p.suffix == ".py" and not re.search(rf"\b(import|from)\s+{re.escape(p.stem)}\b", text):
+            continue
+        out[p.name] = p.read_text(errors="replace")
     return out
 
 
@@ -149,8 +148,12 @@ def check(
     build_dir = _cache_dir() / "torch_extensions" / digest
     build_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="pkagent-check-"))
+    from torch.distributed import TCPStore
+
+    # The rendezvous store lives here, on a port the kernel picked: no race for a free port.
+    store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
     spec = dict(problem=ref, candidate=str(path), world_size=world_size, device=device, trials=trials, perf=perf,
-                size=size, seed=seed, port=_free_port(), batches=batches, batch_s=batch_s, warmup_s=warmup_s)
+                size=size, seed=seed, port=store.port, batches=batches, batch_s=batch_s, warmup_s=warmup_s)
     (tmp / "spec.json").write_text(json.dumps(spec))
 
     procs, readers, logs = [], {}, []
@@ -296,4 +299,5 @@ def check(
     import shutil
 
     shutil.rmtree(tmp, ignore_errors=True)
+    del store
     return result

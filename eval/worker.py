@@ -26,6 +26,7 @@ import os
 import sys
 import time
 import traceback
+from datetime import timedelta
 from typing import Any
 
 import torch
@@ -180,8 +181,9 @@ def main(spec_path: str, rank: int) -> None:
     else:
         device = torch.device("cpu")
         backend = "gloo"
+    store = dist.TCPStore("127.0.0.1", spec["port"], is_master=False, timeout=timedelta(seconds=60))
     dist.init_process_group(
-        backend, init_method=f"tcp://127.0.0.1:{spec['port']}", rank=rank, world_size=world,
+        backend, store=store, rank=rank, world_size=world,
         **({"device_id": device} if device.type == "cuda" else {}),
     )
     chan.send("started")

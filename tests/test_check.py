@@ -88,12 +88,23 @@ def test_multicast_refused_only_where_disabled(monkeypatch):
     assert run("uses_multicast").status == "correct"
 
 
+def test_multicast_elsewhere_in_the_folder_does_not_refuse(monkeypatch):
+    # tests/candidates/ also holds uses_multicast.py: a candidate that does not import it runs.
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")
+    assert run("honest").status == "correct"
+
+
 def test_multicast_in_a_sibling_source_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
     (tmp_path / "solution.py").write_text((CANDIDATES / "honest.py").read_text())
     (tmp_path / "kernel.cu").write_text("// uses cuMulticastCreate\n")
     r = check(tmp_path / "solution.py", "all_reduce", **SMALL)
     assert r.status == "refused" and "kernel.cu" in r.message
+    (tmp_path / "kernel.cu").unlink()
+    (tmp_path / "helpers.py").write_text("NVLS = True\n")
+    (tmp_path / "solution.py").write_text("import helpers\n" + (CANDIDATES / "honest.py").read_text())
+    r = check(tmp_path / "solution.py", "all_reduce", **SMALL)
+    assert r.status == "refused" and "helpers.py: nvls" in r.message
 
 
 @pytest.mark.parametrize(
