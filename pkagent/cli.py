@@ -55,7 +55,10 @@ def _register() -> None:
         ("eval.cli", ("check", "problems")),
         ("sandbox.cli", ("sandbox",)),
         ("kernels_lib.cli", ("bench-lib",)),
-        ("agent.cli", ("solve", "view", "run", "report", "search")),
+        ("agent.cli", ("solve", "view", "demo")),
+        ("agent.experiment", ("run",)),
+        ("agent.report", ("report",)),
+        ("agent.search", ("search",)),
     ):
         try:
             mod = importlib.import_module(module)
