@@ -239,14 +239,13 @@ def test_roofline_row_parallel_linear_by_hand():
 
 def test_roofline_vocab_parallel_cross_entropy_by_hand():
     # vocab_parallel_cross_entropy at world size 2, default size: T = 16384 tokens, V = 131072.
-    # link: three all-reduces of T fp32 (max, target logit, sum of exp), 2 (W-1)/W each, but a
-    #       lower bound needs only the (max, sum-exp) pair once merged and the target logit:
-    #       the problem counts 2 fp32 per token through one all-reduce: 2 * 1/2 * 16384 * 8 =
-    #       131,072 B.
+    # link: whatever the algorithm, a rank must receive the other ranks' combined
+    #       log-sum-exp of each token (4 B) and, for the half of the targets it does not own,
+    #       the target logit (4 B): 16384 * 4 * (1 + 1/2) = 98,304 B.
     # HBM:  read the T x V/W bf16 logits shard once: 16384 * 65536 * 2 = 2,147,483,648 B, plus
     #       targets 16384 * 8 = 131,072 and the fp32 loss 16384 * 4 = 65,536: 2,147,680,256 B.
     # FLOPs: about 3 per logit (subtract, exp, add): 3 * 16384 * 65536 = 3,221,225,472.
     r = load_problem("vocab_parallel_cross_entropy").roofline(2, 1.0)
-    assert r.link_bytes == pytest.approx(131_072)
+    assert r.link_bytes == pytest.approx(98_304)
     assert r.hbm_bytes == pytest.approx(2_147_680_256)
     assert r.flops == pytest.approx(3_221_225_472)

@@ -6,7 +6,8 @@ micro-batches `x` (NMB x Tmb x H bf16), `weight` (H x H bf16) and `bias` (H bf16
 rank also holds the loss gradient of its outputs `grad_y` (NMB x Tmb x H bf16; the other ranks
 get an empty (0 x Tmb x H) tensor). For each micro-batch, stage r receives dL/dy from rank
 r+1 (the last rank: `grad_y`), computes dL/dx (bf16 autograd through the stage) and sends it
-to rank r-1, and accumulates its parameter gradients in float32 over the micro-batches.
+to rank r-1, and accumulates its parameter gradients over the micro-batches in float32
+(dW += x.T @ dZ and db += sum dZ with dZ = dL/d(x @ weight + bias), products in float32).
 
 Every rank returns {"grad_weight": (H x H float32), "grad_bias": (H float32)}; rank 0 also
 returns "grad_input": the (NMB x Tmb x H) bf16 gradient of its inputs.
@@ -14,9 +15,9 @@ returns "grad_input": the (NMB x Tmb x H) bf16 gradient of its inputs.
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 
 from eval.problem import Meta, Roofline, generator, randn, scaled
-from eval.problems.pipeline_forward import stage
 
 META = Meta(
     id="pipeline_backward",
@@ -63,11 +64,11 @@ def reference(x, weight, bias, grad_y):
             dist.recv(gy, rank + 1)
         with torch.enable_grad():
             xi = x[i].detach().requires_grad_(True)
-            wi = weight.detach().requires_grad_(True)
-            bi = bias.detach().requires_grad_(True)
-            gx, dw, db = torch.autograd.grad(stage(xi, wi, bi), (xi, wi, bi), gy)
-        gw += dw.float()
-        gb += db.float()
+            z = xi @ weight + bias  # bf16, as the forward computed it
+            y = xi + F.gelu(z, approximate="tanh")
+            gx, gz = torch.autograd.grad(y, (xi, z), gy)
+        gw += xi.detach().float().t() @ gz.float()  # weight gradient accumulated in float32
+        gb += gz.float().sum(dim=0)
         if rank > 0:
             pending.append(dist.isend(gx, rank - 1))
         else:
