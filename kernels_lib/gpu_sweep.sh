@@ -13,5 +13,5 @@ timeout "${BENCH_TIMEOUT:-300}" python3 -m kernels_lib.bench --out "$OUT" ${BENC
 for cfg in ${SWEEP:-}; do
   s=${cfg%x*}; r=${cfg#*x}
   echo "== PK_MAX_SENDERS=$s PK_MAX_RECEIVERS=$r" >> "$OUT/sweep.log"
-  PK_MAX_SENDERS=$s PK_MAX_RECEIVERS=$r timeout 120 python3 -m kernels_lib.bench --ops all_reduce --out /tmp/sweep_$cfg 2>&1 | grep '^| all_reduce' >> "$OUT/sweep.log"
+  PK_MAX_SENDERS=$s PK_MAX_RECEIVERS=$r timeout 120 python3 -m kernels_lib.bench --ops ${SWEEP_OPS:-all_reduce} --out /tmp/sweep_$cfg 2>&1 | grep '^| [a-z_]* | [0-9]' >> "$OUT/sweep.log"
 done

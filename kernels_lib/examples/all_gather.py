@@ -99,7 +99,7 @@ _STATE: dict = {}
 
 def _setup(n: int, mechanism: str) -> tuple:
     rank, w = world()
-    tile, senders, receivers = plan(2 * n, max_senders=32 if mechanism == "tma" else 64)
+    tile, senders, receivers = plan(2 * n, max_senders=32, max_receivers=96)
     tile //= 2
     tiles = -(-n // tile)
     recv = kl.symm_buffer((2, w, n), torch.bfloat16, tag="all_gather")
