@@ -1,0 +1,307 @@
+"""Where the samples of an experiment run: `local` (threads here, each sample in a child process)
+or `ray` (one Ray task per sample, on any node of a cluster).
+
+A sample is a Task: a SolveConfig plus where to write. `run_sample(task, gpus)` does the work
+wherever it runs: `solve()` for a model, the checker alone for an existing generation
+(folder:PATH). It writes into task.tmp; the runner (agent/experiment.py) then moves that folder
+to task.dir in one rename, so a sample directory exists only once its sample is finished.
+
+GPUs. Local: the GpuPool lives in the runner. A sample's child process asks the runner for
+GPUs over a pipe at the moment it needs them (the agent's sandbox, then the trusted check) and
+gives them back right after, so a sample waiting on its model holds no GPU, and the model
+latency of some samples overlaps the GPU work of others. Ray: a task asks Ray for world_size
+GPUs (one task lands on one node, so its GPUs are on one node) and holds them for the sample.
+
+Until solve() takes a GPU source, the child routes its two GPU uses through `gpus` by
+replacing, in the child process only, sandbox.GpuPool (which solve() asks for the agent's
+sandbox GPUs) and eval.check.check (the trusted check, which runs on CUDA_VISIBLE_DEVICES).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+FOLDER_PREFIX = "folder:"
+
+
+@dataclass(frozen=True)
+class Task:
+    solve: dict[str, Any]  # a SolveConfig, dumped (problem, model, mode, device, limits ...)
+    sample: int
+    dir: str  # RUN/<model>/<problem>/<mode>/sample_<k>: exists only when the sample is finished
+    tmp: str  # where the sample is written while it runs
+    candidate: str | None = None  # folder:PATH models: the file to score (None: the folder has none)
+
+    @property
+    def key(self) -> tuple[str, str, str, int]:
+        return (self.solve["model"], self.solve["problem"], self.solve["mode"], self.sample)
+
+
+class Gpus(Protocol):
+    def acquire(self, n: int) -> AbstractContextManager[list[int]]: ...
+
+
+# --- one sample, wherever it runs ----------------------------------------------------------------
+
+
+def run_sample(task: Task, gpus: Gpus | None):
+    """The sample's SolveResult; writes transcript (models), solution.py and result.json into task.tmp."""
+    from agent.solve import SolveConfig, solve
+
+    cfg = SolveConfig.model_validate(task.solve)
+    out = Path(task.tmp)
+    if cfg.model.startswith(FOLDER_PREFIX):
+        return score_generation(cfg, task, out, gpus)
+    with gpu_hooks(gpus) if cfg.device == "cuda" else nullcontext():
+        return solve(cfg, out)
+
+
+def score_generation(cfg, task: Task, out: Path, gpus: Gpus | None):
+    """An existing candidate, scored as solve() scores a model's: copied to solution.py, checked."""
+    from agent.solve import SolveResult
+    from eval.check import check
+
+    t0 = time.monotonic()
+    out.mkdir(parents=True, exist_ok=True)
+    result = SolveResult(problem=cfg.problem, model=cfg.model, mode=cfg.mode, status="completed", out_dir=str(out),
+                         message=f"existing generation {task.candidate}")
+    if task.candidate is None:
+        result.status, result.message = "no_candidate", f"{cfg.model}: no file for sample {task.sample} of this problem"
+    else:
+        shutil.copyfile(task.candidate, out / "solution.py")
+        with _visible(gpus, cfg.world_size) if cfg.device == "cuda" else nullcontext():
+            result.check = check(str(out / "solution.py"), cfg.problem, world_size=cfg.world_size, device=cfg.device,
+                                 trials=cfg.check.trials, perf=cfg.check.perf and cfg.device == "cuda", size=cfg.size,
+                                 timeout=cfg.check.timeout_s, hardware=cfg.hardware)
+        result.correct = result.check.ok
+    result.wall_s = round(time.monotonic() - t0, 3)
+    (out / "result.json").write_text(result.model_dump_json(indent=2) + "\n")
+    return result
+
+
+@contextmanager
+def _visible(gpus: Gpus | None, n: int) -> Iterator[list[int]]:
+    """n GPUs from `gpus`, made this process's CUDA_VISIBLE_DEVICES (the checker's ranks use 0..n-1)."""
+    if gpus is None:
+        raise RuntimeError("a CUDA sample got no GPU source")
+    with gpus.acquire(n) as ids:
+        old = os.environ.get("CUDA_VISIBLE_DEVICES")
+        os.environ.update(CUDA_VISIBLE_DEVICES=",".join(map(str, ids)), CUDA_DEVICE_ORDER="PCI_BUS_ID")
+        try:
+            yield ids
+        finally:
+            if old is None:
+                os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+            else:
+                os.environ["CUDA_VISIBLE_DEVICES"] = old
+
+
+@contextmanager
+def gpu_hooks(gpus: Gpus | None) -> Iterator[None]:
+    """Route solve()'s sandbox GPUs and its trusted check through `gpus` (see the module docstring)."""
+    import eval.check
+    import sandbox
+
+    real_check, real_pool = eval.check.check, sandbox.GpuPool
+
+    def leased_check(candidate, problem, world_size=2, device="cuda", **kwargs):
+        with _visible(gpus, world_size) if device == "cuda" else nullcontext():
+            return real_check(candidate, problem, world_size=world_size, device=device, **kwargs)
+
+    class LeasedPool:
+        @classmethod
+        def from_machine(cls) -> LeasedPool:
+            return cls()
+
+        def acquire(self, n: int, timeout: float | None = None):
+            return gpus.acquire(n)
+
+    eval.check.check, sandbox.GpuPool = leased_check, LeasedPool
+    try:
+        yield
+    finally:
+        eval.check.check, sandbox.GpuPool = real_check, real_pool
+
+
+def failed_result(task: Task, message: str):
+    """The record of a sample whose process died or raised: status error, nothing scored."""
+    from agent.solve import SolveResult
+
+    s = task.solve
+    return SolveResult(problem=s["problem"], model=s["model"], mode=s["mode"], status="error", message=message,
+                       out_dir=task.tmp)
+
+
+# --- local: threads here, a child process per sample ------------------------------------------------
+
+
+class _PipeGpus:
+    """In the child: GPUs from the runner's pool, over the pipe."""
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    @contextmanager
+    def acquire(self, n: int) -> Iterator[list[int]]:
+        self.conn.send(("acquire", n))
+        ids = self.conn.recv()
+        try:
+            yield ids
+        finally:
+            self.conn.send(("release", ids))
+
+
+def _child(task: Task, conn) -> None:
+    """The child process of one local sample: output to worker.log, dies with its parent."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: a killed runner leaves no sample behind
+    except OSError:
+        pass
+    if os.getppid() == 1:
+        os._exit(1)
+    Path(task.tmp).mkdir(parents=True, exist_ok=True)
+    log = os.open(Path(task.tmp) / "worker.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    try:
+        result = run_sample(task, _PipeGpus(conn))
+        conn.send(("done", result.model_dump(mode="json")))
+    except BaseException as e:  # noqa: BLE001 - reported to the runner, which records the sample as an error
+        traceback.print_exc()
+        conn.send(("failed", f"{type(e).__name__}: {e}"))
+
+
+def run_in_child(task: Task, acquire: Callable[[int], AbstractContextManager[list[int]]] | None):
+    """Runs one sample in a child process (spawned: no state shared with this one), serving
+    its GPU requests from `acquire` (the runner's GpuPool.acquire); returns its SolveResult."""
+    import multiprocessing as mp
+
+    from agent.solve import SolveResult
+
+    ctx = mp.get_context("spawn")
+    here, there = ctx.Pipe()
+    proc = ctx.Process(target=_child, args=(task, there), daemon=True)
+    proc.start()
+    there.close()
+    held: dict[tuple[int, ...], AbstractContextManager] = {}
+    try:
+        while True:
+            try:
+                kind, value = here.recv()
+            except (EOFError, OSError):
+                proc.join()
+                return failed_result(task, f"the sample's process ended (exit code {proc.exitcode}) before its result; "
+                                           f"see {Path(task.dir) / 'worker.log'}")
+            if kind == "acquire":
+                if acquire is None:
+                    here.send([])
+                    continue
+                cm = acquire(value)
+                ids = cm.__enter__()
+                held[tuple(ids)] = cm
+                here.send(ids)
+            elif kind == "release":
+                held.pop(tuple(value)).__exit__(None, None, None)
+            elif kind == "done":
+                proc.join()
+                return SolveResult.model_validate(value)
+            else:
+                proc.join()
+                return failed_result(task, value)
+    finally:
+        for cm in held.values():
+            cm.__exit__(None, None, None)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+        here.close()
+
+
+class LocalExecutor:
+    """`slots` samples at once in threads; GPUs from `pool` (None on CPU). `work(task, acquire)`
+    runs one sample: run_in_child for real samples, a fake for the scheduler benchmark."""
+
+    def __init__(self, slots: int, pool=None, work: Callable = run_in_child):
+        self.pool, self.work = pool, work
+        self._threads = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="sample")
+
+    def submit(self, task: Task) -> Future:
+        return self._threads.submit(self.work, task, self.pool.acquire if self.pool is not None else None)
+
+    def wait(self, handles: list[Future], timeout: float) -> list[tuple[Future, Any]]:
+        done, _ = wait_futures(handles, timeout=timeout, return_when=FIRST_COMPLETED)
+        return [(f, f.exception() or f.result()) for f in done]
+
+    def close(self) -> None:
+        self._threads.shutdown(wait=True, cancel_futures=True)
+
+
+# --- ray: one task per sample ---------------------------------------------------------------------------
+
+
+class _FixedGpus:
+    """In a Ray task: the GPUs Ray gave it, for every use of the sample."""
+
+    def __init__(self, ids: list[int]):
+        self.ids = ids
+
+    @contextmanager
+    def acquire(self, n: int) -> Iterator[list[int]]:
+        if n > len(self.ids):
+            raise RuntimeError(f"the sample asked for {n} GPUs; Ray gave its task {len(self.ids)}")
+        yield self.ids[:n]
+
+
+def _ray_sample(task: Task):
+    import ray
+
+    Path(task.tmp).mkdir(parents=True, exist_ok=True)
+    gpus = _FixedGpus([int(i) for i in ray.get_gpu_ids()])
+    try:
+        return run_sample(task, gpus)
+    except Exception as e:  # noqa: BLE001 - recorded as the sample's error
+        return failed_result(task, f"{type(e).__name__}: {e}")
+
+
+class RayExecutor:
+    """Samples as Ray tasks: world_size GPUs each on CUDA (one node), one CPU; one sample per
+    worker process (max_calls=1), so no CUDA state outlives its sample. The run directory must be
+    on a file system every node shares."""
+
+    def __init__(self, address: str | None, device: str, world_size: int):
+        import ray
+
+        if not ray.is_initialized():
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        self._ray = ray
+        self._remote = ray.remote(_ray_sample).options(num_gpus=world_size if device == "cuda" else 0, num_cpus=1,
+                                                       max_calls=1)
+
+    def submit(self, task: Task):
+        return self._remote.remote(task)
+
+    def wait(self, handles: list, timeout: float) -> list[tuple[Any, Any]]:
+        ready, _ = self._ray.wait(handles, num_returns=1, timeout=timeout)
+        out = []
+        for ref in ready:
+            try:
+                out.append((ref, self._ray.get(ref)))
+            except Exception as e:  # noqa: BLE001 - a worker that died: the sample's error
+                out.append((ref, e))
+        return out
+
+    def close(self) -> None:
+        pass
