@@ -168,7 +168,7 @@ def _impls(op: str, size: int, rank: int, w: int):
     m = k = nn = size
     if op == "ag_gemm":
         sets = [(rnd(m // w, k), rnd(k, nn, scale=k**-0.5)) for _ in range(ROT)]
-        full = torch.empty((m, k), dtype=torch.bfloat16, device="cuda")
+        full = rnd(m, k)  # random, like the inputs (zeros or garbage would time differently)
         def ref(a, b):
             f = torch.empty((a.shape[0] * w, a.shape[1]), dtype=a.dtype, device=a.device); dist.all_gather_into_tensor(f, a); return f @ b
         impls = [
