@@ -97,17 +97,25 @@ class CheckConfig(Strict):
 
 
 class ExperimentConfig(Strict):
+    """A pass@k experiment (agent/experiment.py): every problem x model x mode x sample."""
+
     name: str
-    problems: list[str] = Field(default_factory=lambda: ["all"])
-    models: list[str] = Field(min_length=1)
+    problems: list[str] = Field(default_factory=lambda: ["all"], description=(
+        "problem ids, categories, `all`, `pkb:PATH` (every problem of a ParallelKernelBench checkout) or `pkb:PATH::ID`"))
+    models: list[str] = Field(min_length=1, description="PROVIDER:MODEL specs, or folder:PATH for existing generations")
     modes: list[Literal["zero-shot", "agent"]] = Field(default_factory=lambda: ["zero-shot"])
-    samples: int = Field(default=1, ge=1)
+    samples: int = Field(default=1, ge=1, description="samples per problem, model and mode (the n of pass@k)")
     world_size: int = Field(default=2, ge=1)
     device: Literal["cuda", "cpu"] = "cuda"
+    size: float = Field(default=1.0, gt=0, description="problem size scale for the checks")
     hardware: str = "h200_2"
-    run_dir: str = "runs"
-    llm_concurrency: int = Field(default=8, ge=1)
-    cost_limit_usd: float | None = Field(default=None, ge=0)
+    run_dir: str = Field(default="runs", description="the run is written to RUN_DIR/NAME")
+    base_urls: dict[str, str] = Field(default_factory=dict, description="model spec -> API base URL")
+    llm_concurrency: int = Field(default=8, ge=1, description="samples in flight, so model requests at once")
+    cost_limit_usd: float | None = Field(default=None, ge=0, description="no new sample starts once the run has spent this")
+    gpus: list[int] | None = Field(default=None, description="GPU indices the run may use (default: all visible)")
+    executor: Literal["local", "ray"] = "local"
+    ray_address: str | None = Field(default=None, description="executor ray: a cluster address (default: a local instance)")
     agent: AgentConfig = Field(default_factory=AgentConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     check: CheckConfig = Field(default_factory=CheckConfig)

@@ -1,0 +1,367 @@
+"""`pkagent run CONFIG [key=value ...]`: a pass@k experiment, every problem x model x mode x sample.
+
+    plan(cfg)       the config checked against the suite and the model specs (ConfigError, one
+                    line, before anything runs), then one Task per sample
+    run_experiment  skips finished samples, runs the rest `llm_concurrency` at a time on the
+                    executor (agent/executors.py), GPUs through the GpuPool, a live progress line;
+                    stops starting samples once the run has spent cost_limit_usd
+
+The run directory (RUN_DIR/NAME):
+
+    experiment.json                              the config, the problems with their categories
+    <model>/<problem>/<mode>/sample_<k>/         one finished sample: result.json (a SolveResult),
+                                                 solution.py, transcript.jsonl (model samples)
+
+A sample runs in a hidden sibling folder (.sample_<k>.<id>.tmp) that is renamed to sample_<k>
+when it ends, so a kill -9 loses only the samples in flight and leaves no half-written sample;
+every file the runner writes itself goes through a temporary file and os.replace. Rerunning the
+same command skips the samples that exist. `--redo failed` reruns the samples that ended in an
+error of the model API or of the harness (not those scored incorrect: rerunning those would
+bias pass@k); `--redo all` reruns everything.
+
+Existing generations: a model `folder:PATH` scores the files of PATH instead of asking a model,
+named as ParallelKernelBench names its solutions: `{problem}_{backend}.py` for sample 0 and
+`{problem}_{backend}_sample{k}.py` for sample k (`{problem}` is our problem id, or the
+`{id}_{name}` stem of a ParallelKernelBench problem; `{backend}` one word: cuda, triton ...).
+When PATH has a subfolder named after a mode (PATH/zero-shot/, PATH/agent/), that mode's files
+are read from it. A sample without a file is recorded as `no_candidate`, a failure.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from agent.executors import FOLDER_PREFIX, Task, failed_result
+from configs import ConfigError, ExperimentConfig, load_experiment
+
+HARNESS_ERRORS = ("error", "model_error")  # what --redo failed reruns
+
+
+# --- the plan ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Problem:
+    ref: str  # what the checker takes: `all_reduce` or `pkb:/abs/path::1_all_reduce_sum`
+    slug: str  # its folder in the run: the problem id
+    category: str
+
+
+def resolve_problems(entries: list[str], world_size: int) -> list[Problem]:
+    """Problem ids, categories, `all`, `pkb:PATH` and `pkb:PATH::ID`, in the config's order."""
+    from eval.problem import CATEGORIES, ProblemError, all_problems, load_problem
+    from eval.suites import PKB_PREFIX, load, pkb_ids, qualify
+
+    out: dict[str, Problem] = {}
+    for entry in entries:
+        try:
+            if entry.startswith(PKB_PREFIX):
+                root, sep, pid = entry[len(PKB_PREFIX):].rpartition("::") if "::" in entry else (entry[len(PKB_PREFIX):], "", "")
+                if not Path(root, "reference").is_dir():
+                    raise ProblemError(f"{root}: not a ParallelKernelBench checkout (no reference/ folder)")
+                refs = [qualify(i, PKB_PREFIX + root) for i in ([pid] if sep else pkb_ids(Path(root)))]
+                probs = [load(r) for r in refs]
+            elif entry == "all" or entry in CATEGORIES:
+                probs = all_problems(None if entry == "all" else entry)
+                probs = [p for p in probs if world_size in p.meta.world_sizes]
+                refs = [p.id for p in probs]
+            else:
+                probs, refs = [load_problem(entry)], [entry]
+        except ProblemError as e:
+            raise ConfigError(f"problems: {entry!r}: {e}") from None
+        for ref, p in zip(refs, probs):
+            if world_size not in p.meta.world_sizes:
+                raise ConfigError(f"problems: {p.id} supports world sizes {list(p.meta.world_sizes)}, not world_size={world_size}")
+            out.setdefault(p.id, Problem(ref, p.id, p.meta.category))
+    if not out:
+        raise ConfigError(f"problems: {entries} selects no problem at world_size={world_size}")
+    return list(out.values())
+
+
+def model_slug(spec: str) -> str:
+    """The model's folder in the run: the spec made safe for a path (paths shortened, with a hash)."""
+    provider, _, name = spec.partition(":")
+    if "/" in name or len(spec) > 60:
+        name = Path(name.rstrip("/")).name[:40] + "-" + hashlib.sha1(spec.encode()).hexdigest()[:6]
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", f"{provider}_{name}").strip("_")
+
+
+SOLUTION_FILE = re.compile(r"(?P<backend>[A-Za-z0-9]+)(?:_sample(?P<k>\d+))?\.py")
+
+
+def generation_files(folder: Path, problem: str) -> dict[int, Path]:
+    """{sample: file} of `problem` in a folder of existing generations (naming: module docstring)."""
+    found: dict[int, list[Path]] = {}
+    for p in sorted(folder.glob(f"{glob_escape(problem)}_*.py")):
+        m = SOLUTION_FILE.fullmatch(p.name[len(problem) + 1:])
+        if m:
+            found.setdefault(int(m["k"] or 0), []).append(p)
+    for k, files in found.items():
+        if len(files) > 1:
+            raise ConfigError(f"{folder}: sample {k} of {problem} has {len(files)} files ({', '.join(f.name for f in files)}); "
+                              "keep one per problem and sample")
+    return {k: files[0] for k, files in found.items()}
+
+
+def glob_escape(text: str) -> str:
+    return re.sub(r"([*?[])", r"[\1]", text)
+
+
+def check_models(cfg: ExperimentConfig, problems: list[Problem]) -> None:
+    """Every model spec usable before anything runs: provider, API key, base URL, folder."""
+    from agent.models import get_model
+
+    for spec in cfg.models:
+        if spec.startswith(FOLDER_PREFIX):
+            if not Path(spec[len(FOLDER_PREFIX):]).is_dir():
+                raise ConfigError(f"models: {spec}: no such folder of existing generations")
+            continue
+        get_model(spec, cfg.agent, base_url=cfg.base_urls.get(spec))
+        pkb = [p.slug for p in problems if p.ref.startswith("pkb:")]
+        if pkb:
+            raise ConfigError(f"models: {spec}: ParallelKernelBench problems ({pkb[0]} ...) can be scored from existing "
+                              "generations (folder:PATH) only; solve() runs the suite's problems")
+
+
+def plan(cfg: ExperimentConfig) -> tuple[Path, list[Problem], list[Task]]:
+    """The run directory, the problems, and every sample of the experiment, ordered sample index
+    first, so that a run stopped early (cost limit) has sample 0 of every problem."""
+    problems = resolve_problems(cfg.problems, cfg.world_size)
+    check_models(cfg, problems)
+    root = Path(cfg.run_dir) / cfg.name
+    solve_fields = dict(world_size=cfg.world_size, device=cfg.device, size=cfg.size, hardware=cfg.hardware,
+                        agent=cfg.agent.model_dump(), sandbox=cfg.sandbox.model_dump(), check=cfg.check.model_dump())
+    files: dict[tuple[str, str, str], dict[int, Path]] = {}
+    for spec in cfg.models:
+        if spec.startswith(FOLDER_PREFIX):
+            folder = Path(spec[len(FOLDER_PREFIX):])
+            for mode in cfg.modes:
+                where = folder / mode if (folder / mode).is_dir() else folder
+                for p in problems:
+                    files[(spec, mode, p.slug)] = generation_files(where, p.slug)
+    tasks = []
+    for k in range(cfg.samples):
+        for spec in cfg.models:
+            for mode in cfg.modes:
+                for p in problems:
+                    d = root / model_slug(spec) / p.slug / mode / f"sample_{k}"
+                    cand = files.get((spec, mode, p.slug), {}).get(k)
+                    tasks.append(Task(solve=dict(solve_fields, problem=p.ref, model=spec, mode=mode,
+                                                 base_url=cfg.base_urls.get(spec)),
+                                      sample=k, dir=str(d), tmp=str(d.parent / f".{d.name}.{uuid.uuid4().hex[:8]}.tmp"),
+                                      candidate=str(cand.resolve()) if cand else None))
+    return root, problems, tasks
+
+
+# --- the run directory --------------------------------------------------------------------------------
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_result(sample_dir: Path):
+    """A finished sample's SolveResult, or None."""
+    from agent.solve import SolveResult
+
+    try:
+        return SolveResult.model_validate_json((sample_dir / "result.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def finish(task: Task, result) -> None:
+    """Make the sample final: result.json in its folder, synced; then one rename to sample_<k>.
+    A redone sample replaces the old one: old -> .old, new -> sample_<k>, .old removed."""
+    tmp, final = Path(task.tmp), Path(task.dir)
+    tmp.mkdir(parents=True, exist_ok=True)
+    result.out_dir = str(final)
+    write_atomic(tmp / "result.json", result.model_dump_json(indent=2) + "\n")
+    old = final.with_name(f".{final.name}.{uuid.uuid4().hex[:8]}.old")
+    if final.exists():
+        os.replace(final, old)
+    os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def lock(root: Path):
+    """One runner per run directory at a time (a second would clean up the first's samples)."""
+    root.mkdir(parents=True, exist_ok=True)
+    f = open(root / ".lock", "w")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise ConfigError(f"{root}: another pkagent run is writing to this run directory") from None
+    return f
+
+
+def clean_leftovers(root: Path) -> int:
+    """Folders of samples that were in flight when a run died: removed (they are rerun)."""
+    stale = [p for p in root.glob("*/*/*/.sample_*") if p.is_dir()]
+    for p in stale:
+        shutil.rmtree(p, ignore_errors=True)
+    return len(stale)
+
+
+# --- running --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    """What the progress line shows; finished samples of earlier runs included."""
+
+    total: int
+    done: int = 0
+    running: int = 0
+    passed: int = 0
+    failed: int = 0  # finished, not correct
+    errors: int = 0  # of those, errors of the model API or the harness
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost: float = 0.0
+    skipped: int = 0  # not started: cost limit
+    ran: list = field(default_factory=list)  # results of this run
+
+    def add(self, r) -> None:
+        self.done += 1
+        self.passed += r.correct
+        self.failed += not r.correct
+        self.errors += r.status in HARNESS_ERRORS
+        self.tokens_in += r.usage.prompt_tokens
+        self.tokens_out += r.usage.output_tokens
+        self.cost += r.cost_usd
+
+    def line(self) -> str:
+        return (f"done {self.done}/{self.total}  running {self.running}  [green]passed {self.passed}[/]  "
+                f"[red]failed {self.failed}[/] ({self.errors} errors)  tokens {self.tokens_in:,} in / {self.tokens_out:,} out  "
+                f"${self.cost:.2f}")
+
+
+def make_executor(cfg: ExperimentConfig):
+    from agent.executors import LocalExecutor, RayExecutor
+
+    if cfg.executor == "ray":
+        return RayExecutor(cfg.ray_address, cfg.device, cfg.world_size)
+    pool = None
+    if cfg.device == "cuda":
+        from sandbox import GpuPool
+
+        pool = GpuPool.from_machine()
+        if cfg.gpus is not None:
+            if not set(cfg.gpus) <= set(pool.gpus):
+                raise ConfigError(f"gpus: {cfg.gpus}: this machine has GPUs {pool.gpus or 'none'} {pool.note}".strip())
+            pool = GpuPool(pool.links, cfg.gpus)
+        if len(pool.gpus) < cfg.world_size:
+            raise ConfigError(f"world_size {cfg.world_size} needs {cfg.world_size} GPUs; the pool has {len(pool.gpus)} "
+                              f"{pool.note} (on a machine without GPUs use device=cpu)".strip())
+    return LocalExecutor(cfg.llm_concurrency, pool)
+
+
+def execute(tasks: list[Task], executor, slots: int, tally: Tally, cost_limit: float | None, show=lambda: None) -> Tally:
+    """Runs `tasks`, at most `slots` at once, recording each as it ends; no task starts once
+    tally.cost has reached cost_limit (the running ones finish)."""
+    queue, running = deque(tasks), {}
+    try:
+        while queue or running:
+            while queue and len(running) < slots:
+                if cost_limit is not None and tally.cost >= cost_limit:
+                    tally.skipped = len(queue)
+                    queue.clear()
+                    break
+                task = queue.popleft()
+                running[executor.submit(task)] = task
+            tally.running = len(running)
+            show()
+            for handle, outcome in executor.wait(list(running), timeout=0.5) if running else []:
+                task = running.pop(handle)
+                result = outcome if not isinstance(outcome, BaseException) else \
+                    failed_result(task, f"{type(outcome).__name__}: {outcome}")
+                finish(task, result)
+                tally.add(result)
+                tally.ran.append(result)
+            tally.running = len(running)
+            show()
+    finally:
+        if executor is not None:
+            executor.close()
+    return tally
+
+
+def run_experiment(cfg: ExperimentConfig, redo: str | None = None, progress: bool = True) -> Tally:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    if redo not in (None, "failed", "all"):
+        raise ConfigError(f"--redo {redo!r}: expected failed or all")
+    root, problems, tasks = plan(cfg)
+    held = lock(root)
+    try:
+        clean_leftovers(root)
+        write_atomic(root / "experiment.json", json.dumps({
+            "name": cfg.name, "config": cfg.model_dump(mode="json"),
+            "problems": {p.slug: {"ref": p.ref, "category": p.category} for p in problems},
+            "models": {model_slug(m): m for m in cfg.models}, "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }, indent=2) + "\n")
+        tally = Tally(total=len(tasks))
+        todo = []
+        for task in tasks:
+            old = read_result(Path(task.dir))
+            if old is not None and not (redo == "all" or (redo == "failed" and old.status in HARNESS_ERRORS)):
+                tally.add(old)
+            else:
+                todo.append(task)
+        console = Console(stderr=True)
+        if progress:
+            console.print(f"[bold]{cfg.name}[/]: {len(tasks)} samples ({len(problems)} problems x {len(cfg.models)} models x "
+                          f"{len(cfg.modes)} modes x {cfg.samples}), {len(tasks) - len(todo)} finished before, "
+                          f"{len(todo)} to run; {cfg.executor} executor, {cfg.llm_concurrency} at once -> {root}")
+        bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[line]}"),
+                       TimeElapsedColumn(), console=console, disable=not progress)
+        with bar:
+            row = bar.add_task(cfg.name, total=tally.total, completed=tally.done, line=tally.line())
+
+            def show() -> None:
+                bar.update(row, completed=tally.done, line=tally.line())
+
+            execute(todo, make_executor(cfg) if todo else None, cfg.llm_concurrency, tally, cfg.cost_limit_usd, show)
+        if progress and tally.skipped:
+            console.print(f"[yellow]cost limit ${cfg.cost_limit_usd:.2f} reached (${tally.cost:.2f} spent): "
+                          f"{tally.skipped} samples not started; rerun with a higher cost_limit_usd to finish them[/]")
+        return tally
+    finally:
+        held.close()
+
+
+def run(
+    config: str = typer.Argument(..., help="An experiment YAML file, or the name of one under configs/experiments/."),
+    overrides: Optional[List[str]] = typer.Argument(None, metavar="[KEY=VALUE]...",
+                                                    help="Config overrides, e.g. samples=3 models=[openai:gpt-5] check.trials=2."),
+    redo: Optional[str] = typer.Option(None, "--redo", help="failed: rerun samples that ended in an error (model API, "
+                                       "harness); all: rerun every sample."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
+) -> None:
+    """Run an experiment: every problem x model x mode x sample, resumable; then `pkagent report RUN_DIR`."""
+    cfg = load_experiment(config, list(overrides or []))
+    tally = run_experiment(cfg, redo=redo, progress=not quiet)
+    root = Path(cfg.run_dir) / cfg.name
+    typer.echo(f"{tally.done}/{tally.total} samples finished, {tally.passed} correct, ${tally.cost:.4f}; "
+               f"report: pkagent report {root}")
+    raise typer.Exit(0 if tally.done == tally.total else 3)
