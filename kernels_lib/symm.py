@@ -92,11 +92,12 @@ def symm_buffer(shape, dtype, group=None, tag: str = "", zero: bool = False) -> 
     buf = _CACHE.get(key)
     if buf is not None:
         return buf
-    if hasattr(symm_mem, "enable_symm_mem_for_group"):
-        try:
+    if hasattr(symm_mem, "enable_symm_mem_for_group"):  # needed by older torch; newer warns it is not
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
             symm_mem.enable_symm_mem_for_group(name)
-        except Exception:  # newer torch needs no registration
-            pass
     t = symm_mem.empty(*shape, dtype=dtype, device=f"cuda:{dev}")
     if zero:
         t.zero_()
