@@ -287,8 +287,7 @@ class RayExecutor:
         if not ray.is_initialized():
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
         self._ray = ray
-        self._remote = ray.remote(_ray_sample).options(num_gpus=world_size if device == "cuda" else 0, num_cpus=1,
-                                                       max_calls=1)
+        self._remote = ray.remote(num_gpus=world_size if device == "cuda" else 0, num_cpus=1, max_calls=1)(_ray_sample)
 
     def submit(self, task: Task):
         return self._remote.remote(task)
