@@ -16,7 +16,7 @@ dispatch/combine kernels, used by SGLang and vLLM for wide expert parallelism).
 import torch
 
 from eval.problem import Meta, Roofline, generator, randn, scaled
-from eval.problems._moe import recv_counts, routing
+from eval.problems._moe import routing
 from eval.problems.moe_combine import reference as combine
 from eval.problems.moe_grouped_mlp import reference as dispatch_mlp
 

@@ -1,9 +1,10 @@
 """MoE token dispatch with all-to-all: variable token counts per expert.
 
 E experts are spread over the ranks in contiguous blocks (rank r owns experts
-[r*E/W, (r+1)*E/W)). Every rank holds its tokens `tokens` (T x H bf16) and the router's
-choice `topk_idx` (T x k int64, k distinct experts per token, and `num_experts` = E; expert popularity varies, so
-counts differ per expert and per rank pair). Every rank returns (recv, tokens_per_expert):
+[r*E/W, (r+1)*E/W)). Every rank holds its tokens `tokens` (T x H bf16), the router's choice
+`topk_idx` (T x k int64, k distinct experts per token; expert popularity varies, so counts
+differ per expert and per rank pair) and `num_experts` = E. Every rank returns
+(recv, tokens_per_expert):
 
 - recv (N x H bf16): one row per (token, expert) pair routed to this rank's experts, from
   every rank, ordered by local expert, then by source rank, then by token index at the

@@ -1,4 +1,4 @@
-"""Vocabulary-parallel cross-entropy backward: the gradient of the loss w.r.t. the logit shard.
+"""Vocabulary-parallel cross-entropy backward: the gradient of the loss with respect to the logit shard.
 
 Inputs as in vocab_parallel_cross_entropy (`logits` T x V/W bf16, this rank's vocabulary
 columns; `target` T int64, the same on every rank) plus `grad_loss` (T float32, dL/dloss of
