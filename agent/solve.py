@@ -9,8 +9,11 @@ candidate taken when the sample ends, so nothing the model does afterwards can c
 
 from __future__ import annotations
 
+import os
 import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Literal
 
@@ -66,12 +69,50 @@ def extract_python(text: str) -> str | None:
     return blocks[-1].strip() + "\n" if blocks and blocks[-1].strip() else None
 
 
-def _score(cfg: SolveConfig, path: Path) -> CheckResult:
+def _gpus(cfg: SolveConfig, source: Any) -> Any:
+    """A context manager of the GPU ids one phase of the sample holds (None on CPU)."""
+    return source.acquire(cfg.world_size) if cfg.device == "cuda" else nullcontext(None)
+
+
+def _gpu_source(cfg: SolveConfig, source: Any) -> Any:
+    if cfg.device != "cuda" or source is not None:
+        return source
+    from sandbox import GpuPool
+
+    pool = GpuPool.from_machine()
+    if len(getattr(pool, "gpus", range(cfg.world_size))) < cfg.world_size:
+        why = f" ({pool.note})" if pool.note else ""
+        raise ConfigError(f"--device cuda: this machine has {len(pool.gpus)} GPUs{why} and the run needs "
+                          f"{cfg.world_size}; without GPUs use --device cpu")
+    return pool
+
+
+@contextmanager
+def _visible(ids: list[int] | None) -> Iterator[None]:
+    """CUDA_VISIBLE_DEVICES=ids for the checker's rank processes, which inherit this environment."""
+    if ids is None:
+        yield
+        return
+    old = {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")}
+    os.environ.update(CUDA_VISIBLE_DEVICES=",".join(map(str, ids)), CUDA_DEVICE_ORDER="PCI_BUS_ID")
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _score(cfg: SolveConfig, path: Path, gpus: Any) -> CheckResult:
+    """The trusted check; on the GPUs leased from `gpus` when given, else on this process's."""
     from eval.check import check
 
-    return check(str(path), cfg.problem, world_size=cfg.world_size, device=cfg.device, trials=cfg.check.trials,
-                 perf=cfg.check.perf and cfg.device == "cuda", size=cfg.size, timeout=cfg.check.timeout_s,
-                 hardware=cfg.hardware)
+    with (_gpus(cfg, gpus) if gpus is not None else nullcontext(None)) as ids, _visible(ids):
+        return check(str(path), cfg.problem, world_size=cfg.world_size, device=cfg.device, trials=cfg.check.trials,
+                     perf=cfg.check.perf and cfg.device == "cuda", size=cfg.size, timeout=cfg.check.timeout_s,
+                     hardware=cfg.hardware)
 
 
 def _zero_shot(model: Client, prompt: str, tr: Transcript) -> tuple[Outcome, bytes | None]:
@@ -89,19 +130,11 @@ def _zero_shot(model: Client, prompt: str, tr: Transcript) -> tuple[Outcome, byt
     return Outcome("completed", "the reply's python block is the candidate", 1, reply.cost_usd, reply.usage), code.encode()
 
 
-def _agent(cfg: SolveConfig, model: Client, system: str, task: str, tr: Transcript, work: Path) -> tuple[Outcome, bytes | None]:
-    from contextlib import nullcontext
+def _agent(cfg: SolveConfig, model: Client, system: str, task: str, tr: Transcript, work: Path,
+           gpus: Any) -> tuple[Outcome, bytes | None]:
+    from sandbox import SandboxError, open_sandbox
 
-    from sandbox import GpuPool, SandboxError, open_sandbox
-
-    if cfg.device == "cuda":
-        try:
-            gpus_cm: Any = GpuPool.from_machine().acquire(cfg.world_size, timeout=600)
-        except ValueError as e:
-            raise ConfigError(f"--device cuda: {e}; on a machine without GPUs use --device cpu") from None
-    else:
-        gpus_cm = nullcontext(None)
-    with gpus_cm as gpus, open_sandbox(cfg.sandbox, work, gpus) as box:
+    with _gpus(cfg, gpus) as ids, open_sandbox(cfg.sandbox, work, ids) as box:
         agent = Agent(model, box, cfg.agent, tr, output_limit=cfg.sandbox.output_limit_chars,
                       command_timeout=cfg.sandbox.command_timeout_s)
         outcome = agent.run(system, task)
@@ -112,7 +145,12 @@ def _agent(cfg: SolveConfig, model: Client, system: str, task: str, tr: Transcri
     return outcome, code
 
 
-def solve(cfg: SolveConfig, out: Path) -> SolveResult:
+def solve(cfg: SolveConfig, out: Path, gpus: Any = None) -> SolveResult:
+    """Run one sample into `out`. On CUDA, `gpus` is where GPUs come from: anything with
+    `acquire(n)`, a context manager of GPU ids, like sandbox.GpuPool. The sandbox holds
+    world_size of them while the agent works, and the trusted check while it runs (with
+    CUDA_VISIBLE_DEVICES set to them). Without `gpus`, the sandbox leases from this machine's
+    pool and the check runs on this process's visible GPUs."""
     from configs import load_hardware
     from eval.problem import ProblemError, load_problem
     from prompts import render, task_context
@@ -124,6 +162,7 @@ def solve(cfg: SolveConfig, out: Path) -> SolveResult:
         raise ConfigError(f"--problem: {e}") from None
     hardware = load_hardware(cfg.hardware)
     model = get_model(cfg.model, cfg.agent, base_url=cfg.base_url)
+    pool = _gpu_source(cfg, gpus)
     actions = model.actions or cfg.agent.actions
     out = Path(out)
     if (out / "transcript.jsonl").exists():
@@ -141,12 +180,13 @@ def solve(cfg: SolveConfig, out: Path) -> SolveResult:
             if cfg.mode == "zero-shot":
                 outcome, code = _zero_shot(model, render("zero_shot.j2", **ctx), tr)
             else:
-                outcome, code = _agent(cfg, model, render("system.j2", **ctx), render("task.j2", **ctx), tr, out / "work")
+                outcome, code = _agent(cfg, model, render("system.j2", **ctx), render("task.j2", **ctx), tr, out / "work",
+                                       pool)
             result = result.model_copy(update=dict(status=outcome.status, message=outcome.message, steps=outcome.steps,
                                                    cost_usd=outcome.cost_usd, usage=outcome.usage))
             if code is not None:
                 (out / "solution.py").write_bytes(code)
-                check = _score(cfg, out / "solution.py")
+                check = _score(cfg, out / "solution.py", gpus)
                 tr.write("check", source="trusted", result=check.model_dump())
                 result = result.model_copy(update=dict(check=check, correct=check.ok))
             elif outcome.status != "format_error":

@@ -21,7 +21,7 @@ from agent.transcript import read
 from configs import load_models
 
 ROOT = Path(__file__).resolve().parents[1]
-FAST = ["agent.retry_wait_s=0.01", "size=0.001", "check.trials=2"]
+FAST = ["agent.retry_wait_s=0.01", "size=0.001", "check.trials=2", "check.timeout_s=120"]
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def test_scripted_agent_solves_all_reduce_on_cpu(server, tmp_path, provider):
     cfg = make_config(FAST, problem="all_reduce", model=spec, base_url=server.url + suffix, device="cpu", world_size=2)
     result = solve(cfg, out)
 
-    assert result.status == "submitted" and result.correct, result.message
+    assert result.status == "submitted" and result.correct, result.model_dump_json(indent=1)
     assert result.check.status == "correct" and result.check.trials_passed == 2 and result.check.device == "cpu"
     tr = read(out / "transcript.jsonl")
     kinds = [e["event"] for e in tr]
@@ -85,7 +85,7 @@ def test_zero_shot_candidate_is_checked(server, tmp_path):
     server.push(Say(f"A two-shot all-reduce on gloo:\n\n```python\n{GLOO_ALL_REDUCE}```\n", input=4000, output=500))
     cfg = make_config(FAST, problem="all_reduce", model=spec, base_url=server.url + suffix, mode="zero-shot", device="cpu")
     result = solve(cfg, tmp_path / "z")
-    assert result.status == "completed" and result.correct and result.steps == 1
+    assert result.status == "completed" and result.correct and result.steps == 1, result.model_dump_json(indent=1)
     assert (tmp_path / "z" / "solution.py").read_text() == GLOO_ALL_REDUCE
     assert files_containing(tmp_path / "z", server.api_key) == []
 
@@ -96,7 +96,7 @@ def test_demo_replays_the_shipped_transcript(tmp_path, monkeypatch):
     from agent.cli import run_demo
 
     result = run_demo(tmp_path / "demo")
-    assert result.correct and result.status == "submitted" and result.cost_usd == 0
+    assert result.correct and result.status == "submitted" and result.cost_usd == 0, result.model_dump_json(indent=1)
     tr = read(tmp_path / "demo" / "transcript.jsonl")
     checks = [(e["source"], e["result"]["status"]) for e in tr if e["event"] == "check"]
     assert checks == [("agent", "incorrect"), ("agent", "correct"), ("trusted", "correct")]

@@ -142,3 +142,35 @@ def test_prompts_render_strictly_with_the_problem_and_hardware():
     del ctx["hw"]
     with pytest.raises(jinja2.UndefinedError):
         render("task.j2", **ctx)
+
+
+def test_cuda_run_holds_its_gpus_from_the_given_source(server, tmp_path):
+    from sandbox import GpuPool
+
+    pool = GpuPool([[0, 18, 0], [18, 0, 0], [0, 0, 0]])  # GPUs 0 and 1 joined by NVLink, 2 alone
+    held = []
+    server.push(Say("", [("bash", {"command": "echo visible=$CUDA_VISIBLE_DEVICES"})]), Say("", [("submit", {})]))
+    spec, _, suffix = SPECS["openai"]
+    cfg = make_config(FAST, problem="all_reduce", model=spec, base_url=server.url + suffix, device="cuda", world_size=2)
+    real_acquire = pool.acquire
+
+    def acquire(n, timeout=None):
+        held.append(n)
+        return real_acquire(n, timeout)
+
+    pool.acquire = acquire
+    result = solve(cfg, tmp_path / "r", gpus=pool)
+    obs = [e["output"] for e in read(tmp_path / "r" / "transcript.jsonl") if e["event"] == "observation"]
+    assert obs == ["visible=0,1\n"] and held == [2] and pool.free == {0, 1, 2}
+    assert result.status == "submitted" and result.check is None  # nothing written, nothing scored
+
+
+def test_cuda_without_gpus_is_a_one_line_config_error(server, tmp_path, monkeypatch):
+    from sandbox import GpuPool
+
+    monkeypatch.setattr(GpuPool, "from_machine", classmethod(lambda cls: GpuPool([])))
+    spec, _, suffix = SPECS["openai"]
+    cfg = make_config(FAST, problem="all_reduce", model=spec, base_url=server.url + suffix, device="cuda")
+    with pytest.raises(ConfigError, match="has 0 GPUs .* use --device cpu"):
+        solve(cfg, tmp_path / "r")
+    assert not (tmp_path / "r").exists()
