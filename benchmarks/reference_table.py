@@ -29,6 +29,7 @@ def main() -> None:
     ap.add_argument("--hardware", default="h200_2")
     ap.add_argument("--category")
     ap.add_argument("--problems", nargs="*")
+    ap.add_argument("--timeout", type=float, default=120, help="seconds a rank may go without progress")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp())
@@ -38,7 +39,7 @@ def main() -> None:
         cand = tmp / f"{p.id}.py"
         cand.write_text(candidate_source(p))
         r = check(cand, p.id, world_size=args.world_size, device=args.device, trials=args.trials, perf=True,
-                  size=args.size, timeout=300, hardware=args.hardware, batches=10)
+                  size=args.size, timeout=args.timeout, hardware=args.hardware, batches=10)
         row = {"id": p.id, "category": p.meta.category, "status": r.status, "wall_s": round(r.phases.total_s, 1)}
         if r.perf:
             row.update(reference_ms=r.perf.reference.median_ms, spread_ms=[r.perf.reference.min_ms, r.perf.reference.max_ms],

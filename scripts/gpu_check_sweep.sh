@@ -1,30 +1,50 @@
 #!/usr/bin/env bash
-# The checker's GPU sweep, in one call on a machine with 2+ GPUs (the device image has torch,
-# typer, rich, pyyaml and pytest; pydantic travels as wheels in .whl/):
-#   doctor, the GPU checker tests (tricks, side streams, deadlock then a clean check),
-#   benchmarks/check_speed.py, and benchmarks/reference_table.py.
-# Logs and results go to $OUT (default ./gpu_out).
+# The GPU sweep of the checker, the suite, kernels_lib's kernels through the checker and the
+# sandbox, in one call on a machine with 2+ GPUs. Stages (STAGES, default all but speed):
+#   doctor   pkagent doctor, table and JSON
+#   tests    tests/test_check_gpu.py (tricks, side streams, a deadlock then a clean check)
+#   kernels  every kernels_lib/examples kernel through `pkagent check --perf`
+#   sandbox  a 2-GPU check inside the local sandbox, without and with bubblewrap
+#   table    benchmarks/reference_table.py: every problem's reference against itself
+#   speed    benchmarks/check_speed.py
+# The device image has torch, typer, rich, pyyaml and pytest; pydantic travels as wheels in
+# .whl/ and bubblewrap as a .deb in .debs/. Logs and results go to $OUT (default ./gpu_out).
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
 WORLD=${WORLD:-2}
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
-export PKAGENT_CACHE=/tmp/pkagent-cache
+STAGES=${STAGES:-doctor tests kernels sandbox table}
+export PKAGENT_CACHE=/tmp/pkagent-cache PKAGENT_KERNEL_CACHE=/tmp/pkagent-kernels
+if ls .whl/*.whl >/dev/null 2>&1; then python3 -m pip install -q --no-index --no-deps --no-compile .whl/*.whl || exit 1; fi
+python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >/dev/null 2>&1 || export PYTHONPATH=$PWD
+has() { case " $STAGES " in *" $1 "*) return 0;; esac; return 1; }
 {
   echo "== $(date -u) $(hostname)"; nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv
-  nvidia-smi topo -m
-  echo "== doctor"; python3 -m pkagent doctor; python3 -m pkagent doctor --json > "$OUT/doctor.json"
-  if [ "${SKIP_TESTS:-0}" != 1 ]; then
-    echo "== GPU checker tests"; python3 -m pytest -q -p no:cacheprovider tests/test_check_gpu.py -x 2>&1 | tail -30
+  if has doctor; then nvidia-smi topo -m; echo "== doctor"; pkagent doctor; pkagent doctor --json > "$OUT/doctor.json"; fi
+  if has tests; then echo "== GPU checker tests"; python3 -m pytest -q -p no:cacheprovider tests/test_check_gpu.py 2>&1 | tail -30; fi
+  if has kernels; then
+    echo "== kernels_lib reference kernels through the checker"
+    for pair in all_reduce_one_shot:all_reduce all_reduce_two_shot:all_reduce all_gather:all_gather reduce_scatter:reduce_scatter \
+                all_to_all:all_to_all ag_gemm:ag_gemm gemm_rs:gemm_rs; do
+      f=${pair%%:*}; p=${pair#*:}
+      pkagent check "kernels_lib/examples/$f.py" --problem "$p" --world-size "$WORLD" --perf --timeout 120 > /tmp/k_$f.log 2>&1
+      echo "-- $f ($p): exit $?"; grep -E "^status|^  (reference|candidate|speedup|roofline|wall)" /tmp/k_$f.log
+      tail -1 /tmp/k_$f.log >> "$OUT/kernels_checks.jsonl"
+    done
   fi
-  if [ "${SKIP_SPEED:-0}" != 1 ]; then
-    echo "== check speed"; python3 benchmarks/check_speed.py --world-size "$WORLD" --out "$OUT/check_speed.json"
+  if has sandbox; then
+    echo "== 2-GPU check inside the local sandbox"
+    w=$(mktemp -d); cp kernels_lib/examples/all_reduce_two_shot.py "$w/solution.py"
+    pkagent sandbox run --workdir "$w" --gpus "$WORLD" --timeout 300 -- pkagent check solution.py --problem all_reduce --world-size "$WORLD" --perf 2>&1 | grep -vE '^\{' | tail -12
+    echo "exit ${PIPESTATUS[0]}"
+    if ls .debs/*.deb >/dev/null 2>&1; then
+      mkdir -p /tmp/bw && for d in .debs/*.deb; do dpkg -x "$d" /tmp/bw; done; export PATH=/tmp/bw/usr/bin:$PATH
+      echo "-- with bubblewrap ($(bwrap --version 2>&1))"
+      pkagent sandbox run --workdir "$w" --isolation bwrap --gpus "$WORLD" --timeout 300 -- pkagent check solution.py --problem all_reduce --world-size "$WORLD" --perf 2>&1 | grep -vE '^\{' | tail -12
+      echo "exit ${PIPESTATUS[0]}"
+    fi
   fi
-  echo "== reference table"; python3 benchmarks/reference_table.py --world-size "$WORLD" ${TABLE_ARGS:-} --out "$OUT/reference_roofline_w$WORLD.md"
+  if has table; then echo "== reference table"; python3 benchmarks/reference_table.py --world-size "$WORLD" ${TABLE_ARGS:-} --out "$OUT/reference_roofline_w$WORLD.md"; fi
+  if has speed; then echo "== check speed"; python3 benchmarks/check_speed.py --world-size "$WORLD" --out "$OUT/check_speed.json"; fi
   echo "== end $(date -u)"
 } 2>&1 | tee "$OUT/sweep.log"
