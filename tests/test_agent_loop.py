@@ -174,3 +174,16 @@ def test_cuda_without_gpus_is_a_one_line_config_error(server, tmp_path, monkeypa
     with pytest.raises(ConfigError, match="has 0 GPUs .* use --device cpu"):
         solve(cfg, tmp_path / "r")
     assert not (tmp_path / "r").exists()
+
+
+def test_transcript_redacts_key_values_and_skips_a_torn_last_line(tmp_path, monkeypatch):
+    from agent.transcript import Transcript
+
+    monkeypatch.setenv("SOME_PROVIDER_API_KEY", "sk-live-abcdef123456")
+    with Transcript(tmp_path / "t.jsonl") as tr:
+        tr.write("observation", output="the key is sk-live-abcdef123456, see")
+    with open(tmp_path / "t.jsonl", "a") as f:
+        f.write('{"event": "response", "t": 1.0, "reply": {"te')  # a write cut short by a crash
+    text = (tmp_path / "t.jsonl").read_text()
+    assert "sk-live-abcdef123456" not in text and "the key is [redacted], see" in text
+    assert [e["event"] for e in read(tmp_path / "t.jsonl")] == ["observation"]
