@@ -3,6 +3,7 @@ sandbox: limits end a run with their status, format errors are told to the model
 run when repeated, text mode, prompts render strictly."""
 
 import json
+from pathlib import Path
 
 import pytest
 from fakes import KEY_VARIABLES, SPECS
@@ -12,6 +13,7 @@ from agent.solve import extract_python, make_config, solve
 from agent.transcript import read
 from configs import ConfigError, load_hardware
 
+ROOT = Path(__file__).resolve().parents[1]
 FAST = ["agent.retry_wait_s=0.01", "agent.request_timeout_s=30", "size=0.001", "check.trials=2"]
 
 
@@ -133,12 +135,17 @@ def test_prompts_render_strictly_with_the_problem_and_hardware():
     ctx = task_context(load_problem("all_reduce"), hw, world_size=2, device="cuda", size=1.0, actions="tools")
     task = render("task.j2", **ctx)
     for needed in ("def reference(x)", "solution(x)", "394", "NVLink multicast", "--perf", "roofline",
-                   "deadlock", "partitioning", "copy engine", "Intra- vs inter-SM", "symm_mem.rendezvous"):
+                   "deadlock", "partitioning", "copy engine", "Intra- vs inter-SM", "kl.load",
+                   (ROOT / "kernels_lib" / "README.md").read_text().strip()[:200]):
         assert needed in task, needed
+    # the worked example is a kernels_lib reference kernel, never one that solves this problem
+    assert ctx["example"]["source"] in task and "eval/problems/all_reduce.py" not in ctx["example"]["source"]
+    other = task_context(load_problem("all_gather"), hw, world_size=2, device="cuda", size=1.0, actions="text")
+    assert other["example"]["path"] == "kernels_lib/examples/all_reduce_one_shot.py"
     assert "bash" in render("system.j2", **ctx) and "fresh shell" in render("system.j2", **ctx)
     cpu = render("task.j2", **{**ctx, "device": "cpu", "size": 0.001,
                                "check_command": "pkagent check solution.py --problem all_reduce --device cpu"})
-    assert "gloo" in cpu and "symm_mem" not in cpu and "--device cpu" in cpu
+    assert "gloo" in cpu and "kl.load" not in cpu and "--device cpu" in cpu
     del ctx["hw"]
     with pytest.raises(jinja2.UndefinedError):
         render("task.j2", **ctx)
