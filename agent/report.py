@@ -283,7 +283,8 @@ def compare_rows(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for key in sorted(set(ga) | set(gb)):
         row: dict[str, Any] = {"model": key[0], "mode": key[1]}
-        for name, g in ((a["run"], ga.get(key)), (b["run"], gb.get(key))):
+        other = b["run"] if b["run"] != a["run"] else f"{b['run']} ({b['dir']})"
+        for name, g in ((a["run"], ga.get(key)), (other, gb.get(key))):
             row[f"{name}: pass@1"] = g["pass_at_k"][1] if g else None
             row[f"{name}: pass@k"] = g["pass_at_k"][g["k"]] if g else None
             row[f"{name}: fast_1@1"] = g["fast_p_at_1"][1.0] if g else None

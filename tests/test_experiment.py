@@ -152,12 +152,13 @@ def test_html_report_renders_in_chromium(resumed_run, tmp_path):
     if chromium is None:
         pytest.skip("chromium is not installed (apt-get install -y chromium): the HTML report is not rendered")
     root = resumed_run["root"]
-    out = subprocess.run([sys.executable, "-m", "pkagent", "report", str(root), "--html", "--csv", "--out", str(tmp_path)],
+    out = subprocess.run([sys.executable, "-m", "pkagent", "report", str(root), "--html", "--csv", "--out", str(tmp_path),
+                          "--compare", str(root)],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     page = (tmp_path / "report.html").read_text()
     assert len(re.findall(r"<img alt='(pass_at_k|fast_p|modes)' src='data:image/png;base64,[A-Za-z0-9+/=]{1000,}'>", page)) == 3
-    for cls in ("summary", "fast_p", "failures", "categories", "samples"):
+    for cls in ("summary", "fast_p", "failures", "categories", "compare", "samples"):
         assert f'<table class="{cls}">' in page
     assert "<script" not in page and "<link" not in page and "http" not in page.split("<body>")[1]  # self-contained
     rows = list(csvreader(tmp_path / "samples.csv"))
