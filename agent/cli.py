@@ -22,7 +22,9 @@ def print_summary(result) -> None:  # result: agent.solve.SolveResult
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(show_header=False, box=None, pad_edge=False)
+    table = Table.grid(padding=(0, 2))
+    table.add_column(no_wrap=True)
+    table.add_column(overflow="fold")  # paths and messages wrap, never cut
     check = result.check
     verdict = "[bold green]correct[/]" if result.correct else f"[bold red]{check.status if check else 'not scored'}[/]"
     rows = [
@@ -44,14 +46,15 @@ def print_summary(result) -> None:  # result: agent.solve.SolveResult
         ("steps", str(result.steps)),
         ("tokens", f"{u.input_tokens} in + {u.cached_tokens} cached + {u.cache_write_tokens} cache-write, "
                    f"{u.output_tokens} out"),
-        ("cost", f"${result.cost_usd:.4f}"),
+        ("cost", f"${result.cost_usd:.4f}" + (" (replayed turns: no model was called)" if result.model.startswith("replay:") else "")),
         ("wall", f"{result.wall_s:.1f} s"),
-        ("transcript", str(Path(result.out_dir) / "transcript.jsonl")),
-        ("result", str(Path(result.out_dir) / "result.json")),
     ]
     for k, v in rows:
         table.add_row(f"[bold]{k}[/]", v)
     Console().print(table)
+    for name in ("transcript.jsonl", "solution.py", "result.json"):  # whole lines, for copy and paste
+        if (Path(result.out_dir) / name).exists():
+            typer.echo(f"{name.split('.')[0] + ':':<12}{Path(result.out_dir) / name}")
 
 
 def solve(

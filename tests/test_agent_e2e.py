@@ -90,13 +90,15 @@ def test_zero_shot_candidate_is_checked(server, tmp_path):
     assert files_containing(tmp_path / "z", server.api_key) == []
 
 
-def test_demo_replays_the_shipped_transcript(tmp_path, monkeypatch):
-    for name in KEY_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    from agent.cli import run_demo
-
-    result = run_demo(tmp_path / "demo")
-    assert result.correct and result.status == "submitted" and result.cost_usd == 0, result.model_dump_json(indent=1)
+def test_demo_replays_the_shipped_transcript(tmp_path):
+    """`pkagent demo`: no key, no GPU; the real sandbox and checker; says where its files are."""
+    env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}
+    out = subprocess.run([sys.executable, "-m", "pkagent", "demo", "--out", str(tmp_path / "demo")],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=240)
+    assert out.returncode == 0, out.stdout + out.stderr
+    result = json.loads((tmp_path / "demo" / "result.json").read_text())
+    assert result["correct"] and result["status"] == "submitted" and result["cost_usd"] == 0
+    assert str(tmp_path / "demo" / "transcript.jsonl") in out.stdout and "result.json" in out.stdout
     tr = read(tmp_path / "demo" / "transcript.jsonl")
     checks = [(e["source"], e["result"]["status"]) for e in tr if e["event"] == "check"]
     assert checks == [("agent", "incorrect"), ("agent", "correct"), ("trusted", "correct")]
