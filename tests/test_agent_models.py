@@ -138,3 +138,18 @@ def test_retry_after_forms():
     future = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 30))
     assert 25 <= retry_after({"retry-after": future}) <= 31
     assert retry_after({}) is None and retry_after(None) is None
+
+
+def test_sdks_are_imported_only_by_the_client_that_needs_them():
+    import subprocess
+    import sys
+
+    code = ("import sys, agent.cli, agent.solve, agent.loop; from agent.models import get_model; "
+            "before = {m.split('.')[0] for m in sys.modules}; get_model('anthropic:claude-haiku-4-5'); "
+            "after = {m.split('.')[0] for m in sys.modules}; "
+            "print(sorted(p for p in ('openai', 'anthropic', 'google') if p in before), "
+            "sorted(p for p in ('openai', 'anthropic', 'google') if p in after))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={"ANTHROPIC_API_KEY": "sk-ant-test-000000", "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[] ['anthropic']"
