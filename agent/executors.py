@@ -8,13 +8,10 @@ to task.dir in one rename, so a sample directory exists only once its sample is 
 
 GPUs. Local: the GpuPool lives in the runner. A sample's child process asks the runner for
 GPUs over a pipe at the moment it needs them (the agent's sandbox, then the trusted check) and
-gives them back right after, so a sample waiting on its model holds no GPU, and the model
-latency of some samples overlaps the GPU work of others. Ray: a task asks Ray for world_size
-GPUs (one task lands on one node, so its GPUs are on one node) and holds them for the sample.
-
-Until solve() takes a GPU source, the child routes its two GPU uses through `gpus` by
-replacing, in the child process only, sandbox.GpuPool (which solve() asks for the agent's
-sandbox GPUs) and eval.check.check (the trusted check, which runs on CUDA_VISIBLE_DEVICES).
+gives them back right after (solve()'s `gpus` argument), so a sample waiting on its model holds
+no GPU, and the model latency of some samples overlaps the GPU work of others. Ray: a task asks
+Ray for world_size GPUs (one task lands on one node, so its GPUs are on one node) and holds them
+for the sample.
 """
 
 from __future__ import annotations
@@ -62,8 +59,7 @@ def run_sample(task: Task, gpus: Gpus | None):
     out = Path(task.tmp)
     if cfg.model.startswith(FOLDER_PREFIX):
         return score_generation(cfg, task, out, gpus)
-    with gpu_hooks(gpus) if cfg.device == "cuda" else nullcontext():
-        return solve(cfg, out)
+    return solve(cfg, out, gpus if cfg.device == "cuda" else None)
 
 
 def score_generation(cfg, task: Task, out: Path, gpus: Gpus | None):
@@ -104,33 +100,6 @@ def _visible(gpus: Gpus | None, n: int) -> Iterator[list[int]]:
                 os.environ.pop("CUDA_VISIBLE_DEVICES", None)
             else:
                 os.environ["CUDA_VISIBLE_DEVICES"] = old
-
-
-@contextmanager
-def gpu_hooks(gpus: Gpus | None) -> Iterator[None]:
-    """Route solve()'s sandbox GPUs and its trusted check through `gpus` (see the module docstring)."""
-    import eval.check
-    import sandbox
-
-    real_check, real_pool = eval.check.check, sandbox.GpuPool
-
-    def leased_check(candidate, problem, world_size=2, device="cuda", **kwargs):
-        with _visible(gpus, world_size) if device == "cuda" else nullcontext():
-            return real_check(candidate, problem, world_size=world_size, device=device, **kwargs)
-
-    class LeasedPool:
-        @classmethod
-        def from_machine(cls) -> LeasedPool:
-            return cls()
-
-        def acquire(self, n: int, timeout: float | None = None):
-            return gpus.acquire(n)
-
-    eval.check.check, sandbox.GpuPool = leased_check, LeasedPool
-    try:
-        yield
-    finally:
-        eval.check.check, sandbox.GpuPool = real_check, real_pool
 
 
 def failed_result(task: Task, message: str):
