@@ -179,40 +179,46 @@ def check(
     last_progress = {r: time.monotonic() for r in range(world_size)}
     marks: dict[str, float] = {}
     stuck: list[int] = []
+    def pump(wait: float) -> None:
+        """Read every progress line the ranks have written, waiting up to `wait` seconds."""
+        nonlocal failure
+        for key, _ in sel.select(timeout=wait):
+            chunk = os.read(key.fd, 1 << 16)
+            rank = readers[key.fd]
+            if not chunk:
+                sel.unregister(key.fd)
+                os.close(key.fd)
+                continue
+            buffers[key.fd] += chunk
+            *lines, buffers[key.fd] = buffers[key.fd].split(b"\n")
+            for line in lines:
+                try:
+                    ev = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                events[rank].append(ev)
+                last_progress[rank] = time.monotonic()
+                name = ev.get("event")
+                if name in ("ready", "collectives", "done") and all(any(e.get("event") == name for e in evs) for evs in events.values()):
+                    marks.setdefault(name, time.perf_counter())
+                if name == "error" and failure is None:
+                    failure = (ev["status"], f"rank {rank}: {ev['message']}", rank)
+                elif name == "trial" and ev.get("cheating") and failure is None:
+                    failure = ("cheating_detected", f"rank {rank}: {ev['message']}", rank)
+                elif name == "done":
+                    done.add(rank)
+
     try:
         while len(done) < world_size and failure is None:
-            for key, _ in sel.select(timeout=0.5):
-                chunk = os.read(key.fd, 1 << 16)
-                rank = readers[key.fd]
-                if not chunk:
-                    sel.unregister(key.fd)
-                    os.close(key.fd)
-                    continue
-                buffers[key.fd] += chunk
-                *lines, buffers[key.fd] = buffers[key.fd].split(b"\n")
-                for line in lines:
-                    try:
-                        ev = json.loads(line)
-                    except json.JSONDecodeError:
-                        continue
-                    events[rank].append(ev)
-                    last_progress[rank] = time.monotonic()
-                    name = ev.get("event")
-                    if name in ("ready", "collectives", "done") and all(any(e.get("event") == name for e in evs) for evs in events.values()):
-                        marks.setdefault(name, time.perf_counter())
-                    if name == "error":
-                        failure = (ev["status"], f"rank {rank}: {ev['message']}", rank)
-                    elif name == "trial" and ev.get("cheating"):
-                        failure = ("cheating_detected", f"rank {rank}: {ev['message']}", rank)
-                    elif name == "done":
-                        done.add(rank)
+            pump(0.5)
             if failure:
                 break
             for rank, p in enumerate(procs):
                 code = p.poll()
-                if code is not None and rank not in done and not any(e.get("event") == "error" for e in events[rank]):
-                    # drain what it wrote before dying
-                    time.sleep(0.05)
+                if code is not None and rank not in done:
+                    pump(0.2)  # what it wrote before it ended
+                    if failure or rank in done:
+                        break
                     how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
                     failure = ("runtime_error", f"rank {rank} process ended ({how}) before finishing the check", rank)
                     break
@@ -227,7 +233,8 @@ def check(
         if failure and failure[0] == "runtime_error":
             # A rank that died silently is the cause; its peers' errors (connection reset,
             # NCCL abort) are the effect. Give the death a moment to show before blaming.
-            time.sleep(0.5)
+            time.sleep(0.3)
+            pump(0.2)
             for rank, p in enumerate(procs):
                 code = p.poll()
                 if code and rank != failure[2] and not any(e.get("event") == "error" for e in events[rank]):

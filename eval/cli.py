@@ -134,16 +134,32 @@ def list_problems(
 
 
 def candidate_source(problem) -> str:
-    """A standalone candidate that runs the problem's own reference code (correct, speedup ~1)."""
+    """A standalone candidate that runs the problem's own reference code (correct, speedup ~1):
+    the reference's source as solution(), importing the names of the problem module it uses."""
+    import re
+    from types import ModuleType
+
     src = inspect.getsource(problem.reference)
-    sig = src.split("(", 1)[0]
-    body = src.replace(sig, "def solution", 1)
+    body = src.replace(src.split("(", 1)[0], "def solution", 1)
+    space = {k: v for k, v in vars(problem.module).items() if not k.startswith("__") and k != "reference"}
+    used, text = set(), body
+    while True:  # the names the reference uses, and the names those helpers use
+        new = {k for k in space if k not in used and re.search(rf"\b{re.escape(k)}\b", text)}
+        if not new:
+            break
+        used |= new
+        for k in new:
+            if inspect.isfunction(space[k]) and space[k].__module__ == problem.module.__name__:
+                text += inspect.getsource(space[k])
+    imports = sorted(
+        f"import {v.__name__}" + (f" as {k}" if v.__name__ != k else "") for k, v in space.items() if k in used and isinstance(v, ModuleType)
+    )
+    names = [k for k in space if k in used and not isinstance(v := space[k], ModuleType)]
+    helpers = f"from {problem.module.__name__} import {', '.join(names)}\n" if names else ""
     return (
         f'"""Candidate for {problem.id}: the reference itself (correct, speedup about 1).\n\n'
         f'Replace the body of solution() with a faster implementation; keep its signature.\n"""\n\n'
-        f"import torch\nimport torch.distributed as dist\n\n"
-        f"from eval.problems.{problem.module.__name__.rsplit('.', 1)[-1]} import *  # the problem's constants and helpers\n\n\n"
-        f"{body}"
+        + "\n".join(imports) + "\n\n" + helpers + "\n\n" + body
     )
 
 

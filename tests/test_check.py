@@ -147,6 +147,19 @@ def test_cli_exit_codes_and_last_line_json(tmp_path):
     assert usage.returncode == 2 and "unknown problem" in usage.stderr and "Traceback" not in usage.stderr
 
 
+@pytest.mark.parametrize("problem", ["moe_dispatch", "sample_sort", "cp_kv_allgather"])
+def test_variable_size_problems_time_cleanly(tmp_path, problem):
+    # Their shapes depend on the seed: timing and the in-place re-check must cope.
+    from eval.cli import candidate_source
+    from eval.problem import load_problem
+
+    path = tmp_path / "c.py"
+    path.write_text(candidate_source(load_problem(problem)))
+    r = check(path, problem, world_size=2, device="cpu", size=1 / 256, trials=2, timeout=60, perf=True, batches=3)
+    assert r.status == "correct", (r.message, r.log_tail[-1500:])
+    assert r.perf is not None
+
+
 def test_as_candidate_is_correct_for_every_collective(tmp_path):
     from eval.cli import candidate_source
     from eval.problem import all_problems
