@@ -173,7 +173,7 @@ def _code_dirs() -> list[str]:
 
 
 def bwrap_argv(workdir: Path, tmp: str, shm_bytes: int) -> list[str]:
-    argv = ["bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]
+    argv = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]
     for d in SYSTEM_DIRS:
         if os.path.islink(d):
             argv += ["--symlink", os.readlink(d), d]
