@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/pkagent doctor
+	$(VENV)/bin/pkagent demo
 
 # pytest exits 5 when it collects no test: that is a failure here, like any other non-zero code.
 test: $(STAMP)
