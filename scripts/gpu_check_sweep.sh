@@ -7,6 +7,8 @@
 #   sandbox  a 2-GPU check inside the local sandbox, without and with bubblewrap
 #   table    benchmarks/reference_table.py: every problem's reference against itself
 #   speed    benchmarks/check_speed.py
+#   agent    examples/all_reduce_gpu/run.sh: a replayed agent run through sandbox and checker
+#   runs     examples/report_kernels_lib/run.sh: pkagent run + report over kernels_lib's kernels
 # The device image has torch, typer, rich, pyyaml and pytest; pydantic travels as wheels in
 # .whl/ and bubblewrap as a .deb in .debs/. Logs and results go to $OUT (default ./gpu_out).
 set -u
@@ -43,6 +45,15 @@ has() { case " $STAGES " in *" $1 "*) return 0;; esac; return 1; }
       pkagent sandbox run --workdir "$w" --isolation bwrap --gpus "$WORLD" --timeout 300 -- pkagent check solution.py --problem all_reduce --world-size "$WORLD" --perf 2>&1 | grep -vE '^\{' | tail -12
       echo "exit ${PIPESTATUS[0]}"
     fi
+  fi
+  if has agent; then
+    echo "== replayed agent run on the GPUs"
+    OUT_DIR="$OUT/all_reduce_gpu" bash examples/all_reduce_gpu/run.sh 2>&1 | tail -20
+  fi
+  if has runs; then
+    echo "== pkagent run + report over kernels_lib's kernels"
+    RUN_DIR=/tmp/pkruns bash examples/report_kernels_lib/run.sh 2>&1 | tail -40
+    mkdir -p "$OUT/report" && cp examples/report_kernels_lib/report.* "$OUT/report/" 2>/dev/null
   fi
   if has table; then echo "== reference table"; python3 benchmarks/reference_table.py --world-size "$WORLD" ${TABLE_ARGS:-} --out "$OUT/reference_roofline_w$WORLD.md"; fi
   if has speed; then echo "== check speed"; python3 benchmarks/check_speed.py --world-size "$WORLD" --out "$OUT/check_speed.json"; fi
