@@ -53,7 +53,7 @@ has() { case " $STAGES " in *" $1 "*) return 0;; esac; return 1; }
   if has runs; then
     echo "== pkagent run + report over kernels_lib's kernels"
     RUN_DIR=/tmp/pkruns bash examples/report_kernels_lib/run.sh 2>&1 | tail -40
-    mkdir -p "$OUT/report" && cp examples/report_kernels_lib/report.* "$OUT/report/" 2>/dev/null
+    mkdir -p "$OUT/report" && cp examples/report_kernels_lib/report.* examples/report_kernels_lib/*.csv "$OUT/report/" 2>/dev/null
   fi
   if has table; then echo "== reference table"; python3 benchmarks/reference_table.py --world-size "$WORLD" ${TABLE_ARGS:-} --out "$OUT/reference_roofline_w$WORLD.md"; fi
   if has speed; then echo "== check speed"; python3 benchmarks/check_speed.py --world-size "$WORLD" --out "$OUT/check_speed.json"; fi
