@@ -53,7 +53,8 @@ def reference(keys):
     n = keys.shape[0]
     local = keys.sort().values
     # splitters from a regular sample of every rank
-    pick = torch.linspace(0, n - 1, OVERSAMPLE * w, device=keys.device).long()
+    m = OVERSAMPLE * w  # evenly spaced positions, in integers (a float32 linspace can round to n)
+    pick = torch.arange(m, device=keys.device) * (n - 1) // (m - 1)
     sample = torch.empty((w * OVERSAMPLE * w,), dtype=keys.dtype, device=keys.device)
     dist.all_gather_into_tensor(sample, local[pick].contiguous())
     sample = sample.sort().values
