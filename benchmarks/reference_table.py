@@ -60,7 +60,7 @@ def main() -> None:
             "",
             f"Measured {time.strftime('%Y-%m-%d')} on {args.world_size}x {gpu}, hardware profile `{args.hardware}`, size {args.size:g}, with",
             "",
-            f"    python benchmarks/reference_table.py --world-size {args.world_size} --size {args.size:g} --out {args.out}",
+            "    python " + " ".join(["benchmarks/reference_table.py", *sys.argv[1:]]),
             "",
             "Each problem's reference is checked against itself (`pkagent problems show ID --as-candidate`),",
             f"{args.trials} correctness trials, then timed by the checker (median over 10 batches, max over ranks).",
