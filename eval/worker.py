@@ -210,12 +210,17 @@ def main(spec_path: str, rank: int) -> None:
 
     # 3. the candidate, imported once.
     counter = CollectiveCounter()
-    guarded = {"eval.compare.compare": cmp.compare, "reference": problem.reference, "make_inputs": problem.make_inputs,
-               "torch.cuda.synchronize": torch.cuda.synchronize}
+    def watched() -> dict[str, Any]:
+        """What the verdict and the timing rest on; a candidate must not replace any of it."""
+        here = globals()
+        return {"eval.compare.compare": cmp.compare, "reference": problem.reference, "make_inputs": problem.make_inputs,
+                "torch.cuda.synchronize": torch.cuda.synchronize, "torch.cuda.Event": torch.cuda.Event,
+                "time.perf_counter": time.perf_counter, "the checker's timer": here["_time"], "the checker's warm-up": here["_warmup"]}
+
+    guarded = watched()
 
     def tampered() -> str | None:
-        now = {"eval.compare.compare": cmp.compare, "reference": problem.reference, "make_inputs": problem.make_inputs,
-               "torch.cuda.synchronize": torch.cuda.synchronize}
+        now = watched()
         changed = [k for k in guarded if now[k] is not guarded[k]]
         return f"the candidate replaced {', '.join(changed)}" if changed else None
 
@@ -268,6 +273,10 @@ def main(spec_path: str, rank: int) -> None:
             calls = max(1, min(1000, int(spec["batch_s"] / max(per_call, 1e-7))))
             timings[name] = {"ms": _time(fn, data, device, spec["batches"], calls), "calls": calls}
             chan.send("timed", which=name, **timings[name])
+        cheat = tampered()
+        if cheat:
+            chan.send("trial", trial=trials - 1, ok=False, cheating=True, message=cheat)
+            return
         # 5. same addresses, new values: a result cached by input address is now stale.
         # (Problems whose shapes depend on the seed are skipped on every rank alike.)
         fresh = problem.make_inputs(rank, world, _seed(base_seed, 999), device, size)

@@ -61,6 +61,11 @@ def test_wrong_on_one_rank_names_that_rank():
     assert bad.first_mismatch is not None and bad.max_abs_err >= 0.5
 
 
+def test_replacing_the_clock_during_timing_is_caught():
+    r = run("tampers_timer", perf=True)
+    assert r.status == "cheating_detected" and "time.perf_counter" in r.message, (r.status, r.message)
+
+
 def test_cache_by_address_never_passes():
     # Depending on where the allocator puts each trial's inputs, the stale result shows up as a
     # mismatch, as ranks disagreeing on which collectives to call, or in the in-place re-check.
