@@ -38,6 +38,7 @@ class Task:
     dir: str  # RUN/<model>/<problem>/<mode>/sample_<k>: exists only when the sample is finished
     tmp: str  # where the sample is written while it runs
     candidate: str | None = None  # folder:PATH models: the file to score (None: the folder has none)
+    job: Callable[..., Any] | None = None  # job(task, gpus) -> SolveResult, run instead of the sample (pkagent search)
 
     @property
     def key(self) -> tuple[str, str, str, int]:
@@ -55,6 +56,8 @@ def run_sample(task: Task, gpus: Gpus | None):
     """The sample's SolveResult; writes transcript (models), solution.py and result.json into task.tmp."""
     from agent.solve import SolveConfig, solve
 
+    if task.job is not None:
+        return task.job(task, gpus)
     cfg = SolveConfig.model_validate(task.solve)
     out = Path(task.tmp)
     if cfg.model.startswith(FOLDER_PREFIX):

@@ -28,6 +28,15 @@ from eval.result import CheckResult
 PYTHON_BLOCK = re.compile(r"```(?:python|py)[ \t]*\n(.*?)```", re.DOTALL)
 
 
+class Refine(Strict):
+    """A kernel to start from (agent/search.py): another sample's solution.py, what the checker
+    measured for it, and its place on the search's leaderboard. Shown in the task prompt."""
+
+    sample: int
+    source: str
+    feedback: str
+
+
 class SolveConfig(Strict):
     problem: str
     model: str = Field(description="PROVIDER:MODEL, e.g. anthropic:claude-sonnet-4-5 or replay:PATH")
@@ -40,6 +49,7 @@ class SolveConfig(Strict):
     agent: AgentConfig = Field(default_factory=AgentConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     check: CheckConfig = Field(default_factory=CheckConfig)
+    refine: Refine | None = Field(default=None, description="start from this kernel (pkagent search)")
 
 
 class SolveResult(BaseModel):
@@ -169,6 +179,7 @@ def solve(cfg: SolveConfig, out: Path, gpus: Any = None) -> SolveResult:
         raise ConfigError(f"--out {out}: holds a transcript already; choose another directory")
     out.mkdir(parents=True, exist_ok=True)
     ctx = task_context(problem, hardware, world_size=cfg.world_size, device=cfg.device, size=cfg.size, actions=actions)
+    ctx["refine"] = cfg.refine.model_dump() if cfg.refine else None
     result = SolveResult(problem=cfg.problem, model=cfg.model, mode=cfg.mode, status="error", out_dir=str(out))
     with Transcript(out / "transcript.jsonl") as tr:
         tr.write("start", problem=cfg.problem, model=cfg.model, mode=cfg.mode, device=cfg.device,
