@@ -179,11 +179,12 @@ def bwrap_argv(workdir: Path, tmp: str, shm_bytes: int) -> list[str]:
             argv += ["--symlink", os.readlink(d), d]
         elif os.path.isdir(d):
             argv += ["--ro-bind", d, d]
+    argv += ["--bind", tmp, "/tmp"]  # the private /tmp first: code under /tmp is bound on top of it
     for d in _code_dirs():
         argv += ["--ro-bind", d, d]
     argv += ["--ro-bind", "/sys", "/sys", "--proc", "/proc", "--dev", "/dev"]
     argv += ["--size", str(shm_bytes), "--tmpfs", "/dev/shm"]  # NCCL's shared-memory transport
     for node in sorted(glob.glob("/dev/nvidia*")):
         argv += ["--dev-bind", node, node]
-    argv += ["--bind", tmp, "/tmp", "--bind", str(workdir), str(workdir), "--chdir", str(workdir)]
+    argv += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir)]
     return argv + ["--remount-ro", "/"]  # bwrap's own root (a tmpfs holding the mount points)
