@@ -14,7 +14,7 @@ kernel are filled in (kernels/fast_once.py uses them: fast in its first FAST_CHE
 Run a search against it (examples/search_kernels_lib/run.sh does, on two GPUs):
 
     python examples/search_kernels_lib/scripted_model.py --kernels examples/search_kernels_lib/kernels \\
-        -- --problem all_reduce --device cuda --out runs/search/kernels_lib
+        --out runs/search/kernels_lib -- --config kernels_lib_gpu
 """
 
 from __future__ import annotations
@@ -84,23 +84,23 @@ def main(argv: list[str]) -> int:
     import argparse
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--kernels", type=Path, required=True, help="folder of kernels; ladder.json names scratch and ladder")
-    ap.add_argument("search_args", nargs=argparse.REMAINDER, help="after --: arguments of pkagent search")
+    ap.add_argument("--kernels", type=Path, required=True, help="folder of kernels; its ladder.json names scratch and ladder")
+    ap.add_argument("--out", type=Path, required=True, help="the search directory")
+    ap.add_argument("--fast-checks", type=int, default=1, help="checks in which fast_once is fast (CUDA 1: the "
+                    "screen is solve()'s check; CPU 2: solve()'s check, then the screen)")
+    ap.add_argument("search_args", nargs=argparse.REMAINDER, help="after --: more arguments of pkagent search")
     args = ap.parse_args(argv)
     order = json.loads((args.kernels / "ladder.json").read_text())
-    rest = [a for a in args.search_args if a != "--"]
-    out = Path(rest[rest.index("--out") + 1]) if "--out" in rest else Path("runs/search/scripted")
-    out.mkdir(parents=True, exist_ok=True)
-    cpu = "cpu" in rest[rest.index("--device") + 1:][:1] if "--device" in rest else False
-    src = kernels(args.kernels, out.resolve() / "fast_once.count", 2 if cpu else 1)
+    args.out.mkdir(parents=True, exist_ok=True)
+    src = kernels(args.kernels, args.out.resolve() / "fast_once.count", args.fast_checks)
     with LadderServer([src[n] for n in order["scratch"]], [src[n] for n in order["ladder"]],
                       api_key="sk-scripted-0123456789") as server:
-        env = dict(os.environ, ANTHROPIC_API_KEY=server.api_key)
-        cmd = [sys.executable, "-m", "pkagent", "search", "--model", SPEC, "--base-url", server.url, "--out", str(out),
-               *[a for i, a in enumerate(rest) if not (a == "--out" or (i and rest[i - 1] == "--out"))]]
-        code = subprocess.run(cmd, env=env).returncode
-        (out / "scripted_requests.json").write_text(json.dumps(
-            [{"refined": r, "served": s} for r, s in server.asked], indent=2) + "\n")
+        cmd = [sys.executable, "-m", "pkagent", "search", "--model", SPEC, "--base-url", server.url, "--out", str(args.out),
+               *[a for a in args.search_args if a != "--"]]
+        code = subprocess.run(cmd, env=dict(os.environ, ANTHROPIC_API_KEY=server.api_key)).returncode
+        old = json.loads((args.out / "scripted_requests.json").read_text()) if (args.out / "scripted_requests.json").exists() else []
+        (args.out / "scripted_requests.json").write_text(json.dumps(
+            old + [{"refined": r, "served": s} for r, s in server.asked], indent=2) + "\n")
         return code
 
 
