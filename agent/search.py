@@ -110,7 +110,9 @@ def load_search(config: str | None = None, overrides: list[str] | None = None, *
     if cfg.target_roofline is not None and cfg.device != "cuda":
         raise ConfigError("target_roofline: roofline fractions are measured on CUDA only; on CPU use target_speedup")
     from agent.models import get_model
+    from configs import load_hardware
 
+    load_hardware(cfg.hardware)
     get_model(cfg.model, cfg.agent, base_url=cfg.base_url)
     return cfg
 
@@ -381,13 +383,13 @@ def run_search(cfg: SearchConfig, progress: bool = True) -> dict:
 
     console = Console(stderr=True, quiet=not progress)
     root = Path(cfg.out or Path("runs") / "search" / cfg.problem)
-    held = lock(root)
-    executor = None
+    executor = make_executor(SimpleNamespace(executor=cfg.executor, ray_address=cfg.ray_address, device=cfg.device,
+                                             world_size=cfg.world_size, gpus=cfg.gpus, llm_concurrency=cfg.parallel))
+    held = None
     try:
+        held = lock(root)
         _open(cfg, root)
         state = State(root)
-        executor = make_executor(SimpleNamespace(executor=cfg.executor, ray_address=cfg.ray_address, device=cfg.device,
-                                                 world_size=cfg.world_size, gpus=cfg.gpus, llm_concurrency=cfg.parallel))
         console.print(f"[bold]search[/] {cfg.problem} with {cfg.model} ({cfg.mode}), {cfg.parallel} at once on "
                       f"{cfg.executor}/{cfg.device}: {len(state.entries)} samples finished before -> {root}")
         running: dict[Any, tuple[str, Task]] = {}
@@ -432,9 +434,9 @@ def run_search(cfg: SearchConfig, progress: bool = True) -> dict:
         console.print(f"stopped: {stopped}")
         return board
     finally:
-        if executor is not None:
-            executor.close()
-        held.close()
+        executor.close()
+        if held is not None:
+            held.close()
 
 
 def event_line(kind: str, e: Entry, state: State) -> str:
