@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import selectors
 import re
+import selectors
+import shutil
 import signal
 import subprocess
 import sys
@@ -82,6 +83,161 @@ def _perf(problem, timings: dict[int, dict], world_size: int, size: float, devic
         perf.reference_roofline_fraction = perf.roofline_ms / ref.median_ms
         perf.candidate_roofline_fraction = perf.roofline_ms / cand.median_ms
     return perf
+
+
+def _ended(code: int) -> str:
+    return f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+
+
+class Ranks:
+    """The rank processes of one check and what they have reported: each rank writes JSON
+    progress lines to its own pipe; its stdout and stderr go to DIR/rankN.log."""
+
+    def __init__(self, world_size: int, tmp: Path, cwd: Path, env_for) -> None:
+        self.world_size, self.tmp = world_size, tmp
+        self.procs: list[subprocess.Popen] = []
+        self.logs = []
+        self.readers: dict[int, int] = {}  # pipe fd -> rank
+        self.buffers: dict[int, bytes] = {}
+        self.sel = selectors.DefaultSelector()
+        for rank in range(world_size):
+            r, w = os.pipe()
+            log = open(tmp / f"rank{rank}.log", "wb")
+            self.logs.append(log)
+            self.procs.append(subprocess.Popen(
+                [sys.executable, "-m", "eval.worker", str(tmp / "spec.json"), str(rank)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(cwd),
+                env=env_for(rank, w), pass_fds=(w,), start_new_session=True,
+            ))
+            os.close(w)
+            self.readers[r], self.buffers[r] = rank, b""
+            self.sel.register(r, selectors.EVENT_READ)
+        self.events: dict[int, list[dict]] = {r: [] for r in range(world_size)}
+        self.done: set[int] = set()
+        self.failure: tuple[str, str, int | None] | None = None  # (status, message, rank to blame)
+        self.stuck: list[int] = []
+        self.marks: dict[str, float] = {}  # when every rank had reached ready / collectives / done
+        self.last_progress = {r: time.monotonic() for r in range(world_size)}
+
+    def has(self, rank: int, event: str) -> bool:
+        return any(e.get("event") == event for e in self.events[rank])
+
+    def pump(self, wait: float) -> None:
+        """Read every progress line the ranks have written, waiting up to `wait` seconds."""
+        for key, _ in self.sel.select(timeout=wait):
+            chunk, rank = os.read(key.fd, 1 << 16), self.readers[key.fd]
+            if not chunk:
+                self.sel.unregister(key.fd)
+                os.close(key.fd)
+                continue
+            *lines, self.buffers[key.fd] = (self.buffers[key.fd] + chunk).split(b"\n")
+            for line in lines:
+                try:
+                    ev = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                self.events[rank].append(ev)
+                self.last_progress[rank] = time.monotonic()
+                name = ev.get("event")
+                if name in ("ready", "collectives", "done") and all(self.has(r, name) for r in self.events):
+                    self.marks.setdefault(name, time.perf_counter())
+                if name == "error" and self.failure is None:
+                    self.failure = (ev["status"], f"rank {rank}: {ev['message']}", rank)
+                elif name == "trial" and ev.get("cheating") and self.failure is None:
+                    self.failure = ("cheating_detected", f"rank {rank}: {ev['message']}", rank)
+                elif name == "done":
+                    self.done.add(rank)
+
+    def follow(self, timeout: float) -> None:
+        """Until every rank is done or one fails: dies, reports an error, or makes no progress
+        for `timeout` seconds (then the ranks behind the others are the stuck ones)."""
+        while len(self.done) < self.world_size and self.failure is None:
+            self.pump(0.5)
+            for rank, p in enumerate(self.procs):
+                if self.failure is None and p.poll() is not None and rank not in self.done:
+                    self.pump(0.2)  # what it wrote before it ended
+                    if self.failure is None and rank not in self.done:
+                        self.failure = ("runtime_error", f"rank {rank} process ended ({_ended(p.returncode)}) before finishing the check", rank)
+            now = time.monotonic()
+            late = [r for r in range(self.world_size) if r not in self.done and now - self.last_progress[r] > timeout]
+            if late and self.failure is None:
+                ahead = max(len(evs) for evs in self.events.values())
+                self.stuck = [r for r in late if len(self.events[r]) < ahead] or late
+                where = self.events[self.stuck[0]][-1]["event"] if self.events[self.stuck[0]] else "start-up"
+                self.failure = ("timeout", f"ranks {self.stuck} made no progress for {timeout:g} s (last step: {where}); "
+                                "a deadlock (mismatched collectives, a wait that is never signalled) or a hang", None)
+        if self.failure and self.failure[0] == "runtime_error":
+            # A rank that died silently is the cause; its peers' errors (connection reset,
+            # NCCL abort) are the effect. Give the death a moment to show before blaming.
+            time.sleep(0.3)
+            self.pump(0.2)
+            for rank, p in enumerate(self.procs):
+                if p.poll() and rank != self.failure[2] and not self.has(rank, "error"):
+                    self.failure = ("runtime_error", f"rank {rank} process ended ({_ended(p.returncode)}) before finishing the check", rank)
+                    break
+
+    def close(self) -> None:
+        """End every rank process group (SIGKILL after a failure) and wait for them."""
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL if self.failure else signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + 10
+        for p in self.procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        for log in self.logs:
+            log.close()
+        self.sel.close()
+
+
+def _fold(ranks: Ranks, base: dict, tmp: Path, perf: bool, t_start: float) -> CheckResult:
+    """What the ranks reported, as one CheckResult (without timings)."""
+    events, failure, world_size = ranks.events, ranks.failure, ranks.world_size
+    t_end, marks = time.perf_counter(), ranks.marks
+    phases = Phases(
+        startup_s=marks.get("ready", t_end) - t_start,
+        correctness_s=marks.get("collectives", t_end) - marks.get("ready", t_end),
+        timing_s=(marks.get("done", t_end) - marks.get("collectives", t_end)) if perf else 0.0,
+        total_s=t_end - t_start,
+    )
+    details = []
+    for r in range(world_size):
+        bad = next((e for e in events[r] if e.get("event") in ("trial", "error") and not e.get("ok")), None)
+        fresh = next((e for e in events[r] if e.get("event") == "fresh"), None)
+        if bad:
+            details.append(RankDetail(rank=r, ok=False, trial=bad.get("trial"), message=bad.get("message", ""),
+                                      max_abs_err=bad.get("max_abs_err"), max_rel_err=bad.get("max_rel_err"),
+                                      first_mismatch=bad.get("first_mismatch"), output_path=bad.get("output_path", "")))
+        elif fresh and not fresh["ok"]:
+            details.append(RankDetail(rank=r, ok=False, message="stale result after inputs changed in place: " + fresh.get("message", "")))
+        else:
+            details.append(RankDetail(rank=r, ok=r in ranks.done))
+    log_tail = ""
+    if failure or any(not d.ok for d in details):
+        rank = failure[2] if failure and failure[2] is not None else next((d.rank for d in details if not d.ok), 0)
+        text = (tmp / f"rank{rank}.log").read_text(errors="replace")
+        err = next((e for e in events[rank] if e.get("event") == "error"), {})
+        log_tail = (err.get("tail") or "") + ("\n" + text[-3000:] if text else "")
+    first = next((d for d in details if not d.ok), None)
+    if failure:
+        status, message, _ = failure
+    elif first and first.message.startswith("stale result"):
+        status, message = "cheating_detected", first.message
+    elif first:
+        status, message = "incorrect", f"rank {first.rank}, trial {first.trial}: {first.message}"
+    else:
+        status, message = "correct", f"all {world_size} ranks match the reference on {base['trials']} trials"
+    return CheckResult(
+        status=status, **base, message=message, ranks=details, stuck_ranks=ranks.stuck, phases=phases, log_tail=log_tail[-6000:],
+        trials_passed=min(sum(1 for e in events[r] if e.get("event") == "trial" and e["ok"]) for r in range(world_size)),
+        collectives=next((e["counts"] for e in events[0] if e.get("event") == "collectives"), {}),
+    )
 
 
 def check(
@@ -156,155 +312,15 @@ def check(
                 size=size, seed=seed, port=store.port, batches=batches, batch_s=batch_s, warmup_s=warmup_s)
     (tmp / "spec.json").write_text(json.dumps(spec))
 
-    procs, readers, logs = [], {}, []
-    sel = selectors.DefaultSelector()
-    for rank in range(world_size):
-        r, w = os.pipe()
-        log = open(tmp / f"rank{rank}.log", "wb")
-        logs.append(log)
-        p = subprocess.Popen(
-            [sys.executable, "-m", "eval.worker", str(tmp / "spec.json"), str(rank)],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(path.parent),
-            env=_rank_env(rank, world_size, w, build_dir), pass_fds=(w,), start_new_session=True,
-        )
-        os.close(w)
-        procs.append(p)
-        readers[r] = rank
-        sel.register(r, selectors.EVENT_READ)
-
-    events: dict[int, list[dict]] = {r: [] for r in range(world_size)}
-    buffers = {r: b"" for r in readers}
-    done: set[int] = set()
-    failure: tuple[str, str, int | None] | None = None  # (status, message, rank)
-    last_progress = {r: time.monotonic() for r in range(world_size)}
-    marks: dict[str, float] = {}
-    stuck: list[int] = []
-    def pump(wait: float) -> None:
-        """Read every progress line the ranks have written, waiting up to `wait` seconds."""
-        nonlocal failure
-        for key, _ in sel.select(timeout=wait):
-            chunk = os.read(key.fd, 1 << 16)
-            rank = readers[key.fd]
-            if not chunk:
-                sel.unregister(key.fd)
-                os.close(key.fd)
-                continue
-            buffers[key.fd] += chunk
-            *lines, buffers[key.fd] = buffers[key.fd].split(b"\n")
-            for line in lines:
-                try:
-                    ev = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                events[rank].append(ev)
-                last_progress[rank] = time.monotonic()
-                name = ev.get("event")
-                if name in ("ready", "collectives", "done") and all(any(e.get("event") == name for e in evs) for evs in events.values()):
-                    marks.setdefault(name, time.perf_counter())
-                if name == "error" and failure is None:
-                    failure = (ev["status"], f"rank {rank}: {ev['message']}", rank)
-                elif name == "trial" and ev.get("cheating") and failure is None:
-                    failure = ("cheating_detected", f"rank {rank}: {ev['message']}", rank)
-                elif name == "done":
-                    done.add(rank)
-
+    ranks = Ranks(world_size, tmp, path.parent, lambda rank, fd: _rank_env(rank, world_size, fd, build_dir))
     try:
-        while len(done) < world_size and failure is None:
-            pump(0.5)
-            if failure:
-                break
-            for rank, p in enumerate(procs):
-                code = p.poll()
-                if code is not None and rank not in done:
-                    pump(0.2)  # what it wrote before it ended
-                    if failure or rank in done:
-                        break
-                    how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-                    failure = ("runtime_error", f"rank {rank} process ended ({how}) before finishing the check", rank)
-                    break
-            now = time.monotonic()
-            late = [r for r in range(world_size) if r not in done and now - last_progress[r] > timeout]
-            if late and failure is None:
-                ahead = max(len(events[r]) for r in range(world_size))
-                stuck = [r for r in range(world_size) if r not in done and len(events[r]) < ahead] or late
-                where = events[stuck[0]][-1]["event"] if events[stuck[0]] else "start-up"
-                failure = ("timeout", f"ranks {stuck} made no progress for {timeout:g} s (last step: {where}); "
-                           "a deadlock (mismatched collectives, a wait that is never signalled) or a hang", None)
-        if failure and failure[0] == "runtime_error":
-            # A rank that died silently is the cause; its peers' errors (connection reset,
-            # NCCL abort) are the effect. Give the death a moment to show before blaming.
-            time.sleep(0.3)
-            pump(0.2)
-            for rank, p in enumerate(procs):
-                code = p.poll()
-                if code and rank != failure[2] and not any(e.get("event") == "error" for e in events[rank]):
-                    how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-                    failure = ("runtime_error", f"rank {rank} process ended ({how}) before finishing the check", rank)
-                    break
+        ranks.follow(timeout)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL if failure else signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        deadline = time.monotonic() + 10
-        for p in procs:
-            try:
-                p.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-        for log in logs:
-            log.close()
-        sel.close()
-
-    t_end = time.perf_counter()
-    phases = Phases(
-        startup_s=(marks.get("ready", t_end) - t_start),
-        correctness_s=(marks.get("collectives", t_end) - marks.get("ready", t_end)),
-        timing_s=(marks.get("done", t_end) - marks.get("collectives", t_end)) if perf else 0.0,
-        total_s=t_end - t_start,
-    )
-    ranks = []
-    for r in range(world_size):
-        bad = next((e for e in events[r] if e.get("event") == "trial" and not e["ok"]), None)
-        err = next((e for e in events[r] if e.get("event") == "error"), None)
-        fresh = next((e for e in events[r] if e.get("event") == "fresh"), None)
-        if bad or err:
-            e = bad or err
-            ranks.append(RankDetail(rank=r, ok=False, trial=e.get("trial"), message=e.get("message", ""),
-                                    max_abs_err=e.get("max_abs_err"), max_rel_err=e.get("max_rel_err"),
-                                    first_mismatch=e.get("first_mismatch"), output_path=e.get("output_path", "")))
-        elif fresh and not fresh["ok"]:
-            ranks.append(RankDetail(rank=r, ok=False, message="stale result after inputs changed in place: " + fresh.get("message", "")))
-        else:
-            ranks.append(RankDetail(rank=r, ok=r in done))
-    passed = min(sum(1 for e in events[r] if e.get("event") == "trial" and e["ok"]) for r in range(world_size))
-    collectives = next((e["counts"] for e in events[0] if e.get("event") == "collectives"), {})
-    log_tail = ""
-    if failure or any(not d.ok for d in ranks):
-        rank = failure[2] if failure and failure[2] is not None else next((d.rank for d in ranks if not d.ok), 0)
-        text = (tmp / f"rank{rank}.log").read_text(errors="replace")
-        err = next((e for e in events[rank] if e.get("event") == "error"), {})
-        log_tail = (err.get("tail") or "") + ("\n" + text[-3000:] if text else "")
-
-    if failure:
-        status, message, _ = failure
-    elif any(not d.ok and d.message.startswith("stale result") for d in ranks):
-        status, message = "cheating_detected", next(d for d in ranks if not d.ok).message
-    elif any(not d.ok for d in ranks):
-        first = next(d for d in ranks if not d.ok)
-        status, message = "incorrect", f"rank {first.rank}, trial {first.trial}: {first.message}"
-    else:
-        status, message = "correct", f"all {world_size} ranks match the reference on {trials} trials"
-    result = CheckResult(status=status, **base, trials_passed=passed, message=message, ranks=ranks,
-                         stuck_ranks=stuck, collectives=collectives, phases=phases, log_tail=log_tail[-6000:])
-    if status == "correct" and perf:
-        timings = {r: {e["which"]: e for e in events[r] if e.get("event") == "timed"} for r in range(world_size)}
+        ranks.close()
+    result = _fold(ranks, base, tmp, perf, t_start)
+    if result.status == "correct" and perf:
+        timings = {r: {e["which"]: e for e in ranks.events[r] if e.get("event") == "timed"} for r in range(world_size)}
         result.perf = _perf(prob, timings, world_size, size, device, hardware)
-    import shutil
-
     shutil.rmtree(tmp, ignore_errors=True)
     del store
     return result
