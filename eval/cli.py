@@ -154,7 +154,7 @@ def candidate_source(problem) -> str:
     imports = sorted(
         f"import {v.__name__}" + (f" as {k}" if v.__name__ != k else "") for k, v in space.items() if k in used and isinstance(v, ModuleType)
     )
-    names = [k for k in space if k in used and not isinstance(v := space[k], ModuleType)]
+    names = [k for k in space if k in used and not isinstance(space[k], ModuleType)]
     helpers = f"from {problem.module.__name__} import {', '.join(names)}\n" if names else ""
     return (
         f'"""Candidate for {problem.id}: the reference itself (correct, speedup about 1).\n\n'

@@ -6,7 +6,6 @@ The bwrap cases skip, saying why, where bubblewrap is missing or cannot create n
 from __future__ import annotations
 
 import hashlib
-import os
 import resource
 import shutil
 import socket

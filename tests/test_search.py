@@ -7,7 +7,6 @@ stops on the target and on patience, runs on Ray, and bad input fails in one lin
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
