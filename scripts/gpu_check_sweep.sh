@@ -9,8 +9,10 @@
 #   speed    benchmarks/check_speed.py
 #   agent    examples/all_reduce_gpu/run.sh: a replayed agent run through sandbox and checker
 #   runs     examples/report_kernels_lib/run.sh: pkagent run + report over kernels_lib's kernels
-# The device image has torch, typer, rich, pyyaml and pytest; pydantic travels as wheels in
-# .whl/ and bubblewrap as a .deb in .debs/. Logs and results go to $OUT (default ./gpu_out).
+#   search   examples/search_kernels_lib/run.sh: pkagent search with a scripted model over
+#            kernels_lib's kernels and slower variants; the search folder comes back as search.tgz
+# The device image has torch, typer, rich, pyyaml, jinja2, httpx, matplotlib and pytest;
+# pydantic, tenacity and anthropic's SDK travel as wheels in .whl/ and bubblewrap as a .deb in .debs/. Logs and results go to $OUT (default ./gpu_out).
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
@@ -54,6 +56,11 @@ has() { case " $STAGES " in *" $1 "*) return 0;; esac; return 1; }
     echo "== pkagent run + report over kernels_lib's kernels"
     RUN_DIR=/tmp/pkruns bash examples/report_kernels_lib/run.sh 2>&1 | tail -40
     mkdir -p "$OUT/report" && cp examples/report_kernels_lib/report.* examples/report_kernels_lib/*.csv "$OUT/report/" 2>/dev/null
+  fi
+  if has search; then
+    echo "== pkagent search over kernels_lib's kernels (scripted model)"
+    rm -rf /tmp/search; OUT_DIR=/tmp/search bash examples/search_kernels_lib/run.sh 2>&1 | tail -40
+    tar -czf "$OUT/search.tgz" -C /tmp search
   fi
   if has table; then echo "== reference table"; python3 benchmarks/reference_table.py --world-size "$WORLD" ${TABLE_ARGS:-} --out "$OUT/reference_roofline_w$WORLD.md"; fi
   if has speed; then echo "== check speed"; python3 benchmarks/check_speed.py --world-size "$WORLD" --out "$OUT/check_speed.json"; fi
