@@ -221,3 +221,30 @@ def test_bad_input_fails_in_one_line(tmp_path, args, words):
     assert run.returncode == 2, run.stderr
     assert words in run.stderr and run.stderr.strip().count("\n") == 0, run.stderr
     assert not (out / "samples").exists()
+
+
+@pytest.mark.parametrize("run, stopped", [("run", "sample limit"), ("run_target", "target")])
+def test_recorded_gpu_searches_show_what_the_docs_claim(run, stopped):
+    """The GPU searches committed in examples/search_kernels_lib (docs/gpu_runs.md): the winner is
+    a kernels_lib kernel whose source is byte for byte the file in best/, fast_once's slow re-check
+    ranks it last, and the leaderboard still renders with today's table code."""
+    from rich.console import Console
+
+    from agent.search import table
+
+    folder = ROOT / "examples" / "search_kernels_lib" / run
+    board = json.loads((folder / "leaderboard.json").read_text())
+    assert board["stopped"].startswith(stopped) and board["device"] == "cuda"
+    kernel = {e["sample"]: name_of((folder / "samples" / f"sample_{e['sample']}" / "solution.py").read_text())
+              for e in board["entries"]}
+    best = next(e for e in board["entries"] if e["best"])
+    assert kernel[best["sample"]] in ("one_shot", "two_shot") and best["verify"] == "verified"
+    assert (folder / "best" / "solution.py").read_text() == (folder / "samples" / f"sample_{best['sample']}" / "solution.py").read_text()
+    assert best["refined"] is not None  # reached by refinement
+    (fast_once,) = [e for e in board["entries"] if kernel[e["sample"]] == "fast_once"]
+    assert fast_once["screen"]["ms"] < 1.05 * best["verified"]["default"]["ms"]  # it looked as fast as the winner once
+    assert fast_once["verified"]["default"]["ms"] > 3 * fast_once["screen"]["ms"]
+    assert fast_once["rank"] == max(e["rank"] or 0 for e in board["entries"])
+    console = Console(width=200, record=True)
+    console.print(table(board))
+    assert console.export_text().split() == (folder / "leaderboard.txt").read_text().split()

@@ -6,7 +6,7 @@
 # from scratch get the slow one or the fast-once one; a refinement gets the next rung of the
 # ladder. The search should end with two_shot as best and fast_once ranked by its slow re-check.
 # Writes the search to $OUT_DIR (default runs/search/kernels_lib) and copies its leaderboard,
-# plot and best kernel next to this file.
+# plot, best kernel and each sample's kernel and lineage next to this file.
 #   bash examples/search_kernels_lib/run.sh [more pkagent search arguments]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -16,4 +16,7 @@ ${PYTHON:-python} examples/search_kernels_lib/scripted_model.py --kernels exampl
 mkdir -p examples/search_kernels_lib/run/best
 cp "$out"/leaderboard.json "$out"/leaderboard.txt "$out"/progress.png "$out"/scripted_requests.json examples/search_kernels_lib/run/
 cp "$out"/best/solution.py "$out"/best/result.json examples/search_kernels_lib/run/best/
+for s in "$out"/samples/sample_*; do
+  mkdir -p examples/search_kernels_lib/run/samples/"${s##*/}" && cp "$s"/solution.py "$s"/lineage.json examples/search_kernels_lib/run/samples/"${s##*/}"/
+done
 cat examples/search_kernels_lib/run/leaderboard.txt
