@@ -12,7 +12,8 @@
 #   search   examples/search_kernels_lib/run.sh: pkagent search with a scripted model over
 #            kernels_lib's kernels and slower variants; the search folder comes back as search.tgz
 # The device image has torch, typer, rich, pyyaml, jinja2, httpx, matplotlib and pytest;
-# pydantic, tenacity and anthropic's SDK travel as wheels in .whl/ and bubblewrap as a .deb in .debs/. Logs and results go to $OUT (default ./gpu_out).
+# pydantic, tenacity and anthropic's SDK travel as wheels in .whl/ and bubblewrap as a .deb in
+# .debs/, both fetched by scripts/fetch_gpu_deps.sh. Logs and results go to $OUT (default ./gpu_out).
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
