@@ -16,6 +16,7 @@ ${PYTHON:-python} examples/search_kernels_lib/scripted_model.py --kernels exampl
 mkdir -p examples/search_kernels_lib/run/best
 cp "$out"/leaderboard.json "$out"/leaderboard.txt "$out"/progress.png "$out"/scripted_requests.json examples/search_kernels_lib/run/
 cp "$out"/best/solution.py "$out"/best/result.json examples/search_kernels_lib/run/best/
+rm -rf examples/search_kernels_lib/run/samples
 for s in "$out"/samples/sample_*; do
   mkdir -p examples/search_kernels_lib/run/samples/"${s##*/}" && cp "$s"/solution.py "$s"/lineage.json examples/search_kernels_lib/run/samples/"${s##*/}"/
 done
