@@ -13,11 +13,9 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from configs.errors import ConfigError
+
 CONFIG_DIR = Path(__file__).resolve().parent
-
-
-class ConfigError(Exception):
-    """A config that cannot be used; str(err) is one line meant for the user."""
 
 
 class Strict(BaseModel):
@@ -151,17 +149,22 @@ def _known_keys(model: type[BaseModel], loc: tuple) -> list[str]:
     return list(model.model_fields)
 
 
-def _one_line(model: type[BaseModel], err: ValidationError, where: str) -> str:
-    errors = err.errors()
-    first = errors[0]
-    key = ".".join(str(p) for p in first["loc"]) or "(top level)"
-    what = _expected(first)
-    if first["type"] == "extra_forbidden":
-        known = _known_keys(model, first["loc"])
+def _problem(model: type[BaseModel], err: dict[str, Any]) -> str:
+    key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    what = _expected(err)
+    if err["type"] == "extra_forbidden":
+        known = _known_keys(model, err["loc"])
         if known:
             what += f" (expected one of: {', '.join(known)})"
-    more = f" (and {len(errors) - 1} more problem{'s' * (len(errors) > 2)})" if len(errors) > 1 else ""
-    return f"{where}: {key}: {what}{more}"
+    return f"{key}: {what}"
+
+
+def _one_line(model: type[BaseModel], err: ValidationError, where: str) -> str:
+    """Every problem of the config, in one line: `FILE: key: what` or `FILE: N problems: ...; ...`."""
+    problems = [_problem(model, e) for e in err.errors()]
+    if len(problems) == 1:
+        return f"{where}: {problems[0]}"
+    return f"{where}: {len(problems)} problems: " + "; ".join(problems)
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

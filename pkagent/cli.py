@@ -1,14 +1,23 @@
 """The `pkagent` command. Each subcommand lives beside the code it drives; this file only wires
-them together and turns a bad config into one line and exit code 2."""
+them together and, in `main`, turns every error into one line on stderr:
+
+  a PkagentError (configs/errors.py) or an OSError naming its file   -> exit 2, what and where;
+  Ctrl-C                                                              -> exit 130;
+  anything else: a bug in pkagent                                     -> exit 3, with the
+      traceback only under --debug or PKAGENT_DEBUG=1.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
 
-from configs import ConfigError
+from configs.errors import PkagentError, describe
 from pkagent import __version__
+
+DEBUG_ENV = "PKAGENT_DEBUG"
 
 app = typer.Typer(
     name="pkagent",
@@ -29,8 +38,10 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    debug: bool = typer.Option(False, "--debug", help=f"Show the traceback of an internal error (or set {DEBUG_ENV}=1)."),
 ) -> None:
-    pass
+    if debug:
+        os.environ[DEBUG_ENV] = "1"
 
 
 @app.command()
@@ -78,8 +89,41 @@ _register()
 
 
 def main() -> None:
+    sys.exit(run(sys.argv[1:]))
+
+
+def run(argv: list[str]) -> int:
+    """Run the command line `argv`; the exit code. The one place errors become exit codes."""
     try:
-        app()
-    except ConfigError as e:
-        print(f"pkagent: config error: {e}", file=sys.stderr)
-        sys.exit(2)
+        app(args=argv, prog_name="pkagent", standalone_mode=True)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else _say(str(e.code), 1))
+    except PkagentError as e:
+        return _say(f"pkagent: {e}", 2)
+    except KeyboardInterrupt:
+        return _say("pkagent: interrupted", 130)
+    except BrokenPipeError:  # `pkagent ... | head`: the reader left; nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except OSError as e:
+        if e.filename is None:
+            return _bug(e)
+        return _say(f"pkagent: {describe(e)}", 2)
+    except Exception as e:  # noqa: BLE001 - the last line of defence
+        return _bug(e)
+    return 0
+
+
+def _say(line: str, code: int) -> int:
+    print(line, file=sys.stderr)
+    return code
+
+
+def _bug(e: BaseException) -> int:
+    if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+        import traceback
+
+        traceback.print_exception(e)
+    hint = "" if os.environ.get(DEBUG_ENV, "") not in ("", "0") else f" (--debug or {DEBUG_ENV}=1 shows the traceback)"
+    first = (str(e).strip().splitlines() or [""])[0]
+    return _say(f"pkagent: internal error, a bug in pkagent: {type(e).__name__}: {first}{hint}", 3)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from configs import SandboxConfig
+from configs.errors import PkagentError
 from kernels_lib.multicast import MULTICAST_OFF_ENV
 from sandbox.gpus import GpuPool
 
@@ -24,7 +25,7 @@ __all__ = ["ExecResult", "Sandbox", "SandboxError", "GpuPool", "open_sandbox"]
 TIMEOUT_EXIT_CODE = 124
 
 
-class SandboxError(Exception):
+class SandboxError(PkagentError):
     """A sandbox that cannot be opened or used; str(err) says what to do about it."""
 
 
