@@ -58,7 +58,8 @@ def print_summary(result) -> None:  # result: agent.solve.SolveResult
 
 
 def solve(
-    problem: str = typer.Option(..., "--problem", help="Problem id (pkagent problems list)."),
+    problem: str = typer.Option(..., "--problem", help="Problem id (pkagent problems list; with --suite pkb:PATH, a number or stem)."),
+    suite: Optional[str] = typer.Option(None, "--suite", help="pkagent (default) or pkb:PATH, a ParallelKernelBench checkout."),
     model: str = typer.Option(..., "--model", help="openai:M, anthropic:M, google:M, openai-compatible:M or replay:TRANSCRIPT."),
     mode: str = typer.Option("agent", "--mode", help="agent (multi-turn, bash in a sandbox) or zero-shot."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="API base URL (openai-compatible: required, or OPENAI_COMPATIBLE_BASE_URL)."),
@@ -71,10 +72,16 @@ def solve(
 ) -> None:
     """Solve one problem with one model; writes OUT/transcript.jsonl, solution.py and result.json."""
     from agent.solve import make_config, solve as run_solve
+    from eval.problem import ProblemError
+    from eval.suites import qualify
 
-    cfg = make_config(list(overrides or []), problem=problem, model=model, mode=mode, base_url=base_url,
+    try:
+        ref = qualify(problem, suite)
+    except ProblemError as e:
+        raise ConfigError(f"--suite: {e}") from None
+    cfg = make_config(list(overrides or []), problem=ref, model=model, mode=mode, base_url=base_url,
                       device=device, world_size=world_size, sandbox={"backend": sandbox})
-    result = run_solve(cfg, out or _default_out("solve", cfg.problem, cfg.mode))
+    result = run_solve(cfg, out or _default_out("solve", problem, cfg.mode))
     print_summary(result)
     raise typer.Exit(0 if result.correct else 1)
 

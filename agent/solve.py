@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from agent.loop import Agent, Outcome
 from agent.models import Client, ModelError, Usage, get_model
 from agent.transcript import Transcript
-from configs import AgentConfig, CheckConfig, ConfigError, SandboxConfig, Strict, apply_overrides, validate
+from configs import AgentConfig, CheckConfig, ConfigError, PkbConfig, SandboxConfig, Strict, apply_overrides, validate
 from eval.result import CheckResult
 
 PYTHON_BLOCK = re.compile(r"```(?:python|py)[ \t]*\n(.*?)```", re.DOTALL)
@@ -38,7 +38,7 @@ class Refine(Strict):
 
 
 class SolveConfig(Strict):
-    problem: str
+    problem: str = Field(description="a problem id, or pkb:PATH::ID for a ParallelKernelBench problem")
     model: str = Field(description="PROVIDER:MODEL, e.g. anthropic:claude-sonnet-4-5 or replay:PATH")
     mode: Literal["agent", "zero-shot"] = "agent"
     base_url: str | None = None
@@ -50,6 +50,7 @@ class SolveConfig(Strict):
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     check: CheckConfig = Field(default_factory=CheckConfig)
     refine: Refine | None = Field(default=None, description="start from this kernel (pkagent search)")
+    pkb: PkbConfig = Field(default_factory=PkbConfig)
 
 
 class SolveResult(BaseModel):
@@ -125,8 +126,8 @@ def _score(cfg: SolveConfig, path: Path, gpus: Any) -> CheckResult:
                      hardware=cfg.hardware)
 
 
-def _zero_shot(model: Client, prompt: str, tr: Transcript) -> tuple[Outcome, bytes | None]:
-    messages = [{"role": "user", "content": prompt}]
+def _zero_shot(model: Client, prompt: str, tr: Transcript, system: str | None = None) -> tuple[Outcome, bytes | None]:
+    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
     tr.write("prompt", messages=messages)
     try:
         reply = model.query(messages)
@@ -141,10 +142,12 @@ def _zero_shot(model: Client, prompt: str, tr: Transcript) -> tuple[Outcome, byt
 
 
 def _agent(cfg: SolveConfig, model: Client, system: str, task: str, tr: Transcript, work: Path,
-           gpus: Any) -> tuple[Outcome, bytes | None]:
+           gpus: Any, files: dict[str, bytes]) -> tuple[Outcome, bytes | None]:
     from sandbox import SandboxError, open_sandbox
 
     with _gpus(cfg, gpus) as ids, open_sandbox(cfg.sandbox, work, ids) as box:
+        for name, data in files.items():
+            box.put(name, data)
         agent = Agent(model, box, cfg.agent, tr, output_limit=cfg.sandbox.output_limit_chars,
                       command_timeout=cfg.sandbox.command_timeout_s)
         outcome = agent.run(system, task)
@@ -155,6 +158,52 @@ def _agent(cfg: SolveConfig, model: Client, system: str, task: str, tr: Transcri
     return outcome, code
 
 
+def _zero_shot_prompt(cfg: SolveConfig, problem: Any, ctx: dict[str, Any]) -> tuple[str, str | None]:
+    """(user prompt, system prompt or None): ours, or the user's prompt file (pkb.prompt_file)."""
+    from prompts import prompt_from_file, render
+
+    if not cfg.pkb.prompt_file:
+        return render("zero_shot.j2", **ctx), None
+    from eval.suites import is_pkb, solutions_dir_name
+
+    checkout = Path(problem.path).parents[1] if is_pkb(problem) else None
+    target = f"{solutions_dir_name(cfg.model, cfg.pkb.backend, cfg.pkb.precision, cfg.hardware)}/{problem.id}_{cfg.pkb.backend}.py"
+    try:
+        system, user = prompt_from_file(cfg.pkb.prompt_file, ctx, checkout=checkout, option=cfg.pkb.prompt_option,
+                                        backend=cfg.pkb.backend, precision=cfg.pkb.precision, hardware=cfg.pkb.prompt_hardware,
+                                        target=target)
+    except (OSError, ValueError, KeyError) as e:  # tomllib's and jinja2's errors are ValueErrors
+        raise ConfigError(f"pkb.prompt_file {cfg.pkb.prompt_file}: {type(e).__name__}: {e}") from None
+    return user, system
+
+
+def pkb_files(problem: Any) -> dict[str, bytes]:
+    """A ParallelKernelBench problem's files for the agent's work directory (prompts.PKB_COPY):
+    its reference and the checkout's utils/ (the input generator), so that `pkagent check --suite
+    pkb:pkb` works inside any sandbox. The trusted check reads the checkout itself."""
+    from prompts import PKB_COPY
+
+    path = Path(problem.path)
+    files = {f"{PKB_COPY}/reference/{path.name}": path.read_bytes()}
+    for p in sorted((path.parents[1] / "utils").glob("*.py")):
+        if p.stat().st_size < 1 << 20:
+            files[f"{PKB_COPY}/utils/{p.name}"] = p.read_bytes()
+    return files
+
+
+def export(cfg: SolveConfig, stem: str, solution: Path, base: Path, sample: int) -> Path:
+    """A copy of `solution` in ParallelKernelBench's layout under `base` (eval.suites.solution_path)."""
+    from eval.suites import solution_path, solutions_dir_name
+
+    folder = solutions_dir_name(cfg.model, cfg.pkb.backend, cfg.pkb.precision, cfg.hardware)
+    target = solution_path(base, folder, stem, sample, cfg.pkb.backend)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_bytes(solution.read_bytes())
+    os.replace(tmp, target)
+    return target
+
+
 def solve(cfg: SolveConfig, out: Path, gpus: Any = None) -> SolveResult:
     """Run one sample into `out`. On CUDA, `gpus` is where GPUs come from: anything with
     `acquire(n)`, a context manager of GPU ids, like sandbox.GpuPool. The sandbox holds
@@ -162,14 +211,17 @@ def solve(cfg: SolveConfig, out: Path, gpus: Any = None) -> SolveResult:
     CUDA_VISIBLE_DEVICES set to them). Without `gpus`, the sandbox leases from this machine's
     pool and the check runs on this process's visible GPUs."""
     from configs import load_hardware
-    from eval.problem import ProblemError, load_problem
+    from eval.problem import ProblemError
+    from eval.suites import is_pkb, load
     from prompts import render, task_context
 
     t0 = time.monotonic()
     try:
-        problem = load_problem(cfg.problem)
+        problem = load(cfg.problem)
     except ProblemError as e:
         raise ConfigError(f"--problem: {e}") from None
+    if cfg.world_size not in problem.meta.world_sizes:
+        raise ConfigError(f"--world-size {cfg.world_size}: {problem.id} supports {list(problem.meta.world_sizes)}")
     hardware = load_hardware(cfg.hardware)
     model = get_model(cfg.model, cfg.agent, base_url=cfg.base_url)
     pool = _gpu_source(cfg, gpus)
@@ -189,14 +241,17 @@ def solve(cfg: SolveConfig, out: Path, gpus: Any = None) -> SolveResult:
             tr.write("warning", message=f"no price for {model.model} in configs/models.yaml: cost counted as 0")
         try:
             if cfg.mode == "zero-shot":
-                outcome, code = _zero_shot(model, render("zero_shot.j2", **ctx), tr)
+                user, system = _zero_shot_prompt(cfg, problem, ctx)
+                outcome, code = _zero_shot(model, user, tr, system)
             else:
                 outcome, code = _agent(cfg, model, render("system.j2", **ctx), render("task.j2", **ctx), tr, out / "work",
-                                       pool)
+                                       pool, pkb_files(problem) if is_pkb(problem) else {})
             result = result.model_copy(update=dict(status=outcome.status, message=outcome.message, steps=outcome.steps,
                                                    cost_usd=outcome.cost_usd, usage=outcome.usage))
             if code is not None:
                 (out / "solution.py").write_bytes(code)
+                if is_pkb(problem):
+                    export(cfg, problem.id, out / "solution.py", out, 0)
                 check = _score(cfg, out / "solution.py", gpus)
                 tr.write("check", source="trusted", result=check.model_dump())
                 result = result.model_copy(update=dict(check=check, correct=check.ok))

@@ -94,6 +94,19 @@ class CheckConfig(Strict):
     perf: bool = True
 
 
+class PkbConfig(Strict):
+    """Runs on ParallelKernelBench problems (pkb:PATH): the names of its solution folders and,
+    optionally, the zero-shot prompt taken from a file of the user's (its prompts.toml)."""
+
+    backend: str = Field(default="cuda", pattern=r"^[A-Za-z0-9]+$", description="in file names: {stem}_{backend}.py")
+    precision: str = Field(default="bf16", pattern=r"^[A-Za-z0-9]+$")
+    prompt_file: str | None = Field(default=None, description=(
+        "zero-shot prompt from this file, read at run time: a prompts.toml in that benchmark's layout, or a Jinja2 "
+        "template; default: our own prompt"))
+    prompt_option: str = Field(default="generate_kernel", description="prompts.toml: the [options.X] whose components are used")
+    prompt_hardware: str | None = Field(default=None, description="prompts.toml: the [hardware_profiles.X] shown (default none)")
+
+
 class ExperimentConfig(Strict):
     """A pass@k experiment (agent/experiment.py): every problem x model x mode x sample."""
 
@@ -117,6 +130,7 @@ class ExperimentConfig(Strict):
     agent: AgentConfig = Field(default_factory=AgentConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     check: CheckConfig = Field(default_factory=CheckConfig)
+    pkb: PkbConfig = Field(default_factory=PkbConfig)
 
 
 M = TypeVar("M", bound=BaseModel)
