@@ -29,7 +29,7 @@ PYTHON_BLOCK = re.compile(r"```(?:python|py)[ \t]*\n(.*?)```", re.DOTALL)
 
 
 class Refine(Strict):
-    """A kernel to start from (agent/search.py): another sample's solution.py, what the checker
+    """A kernel to start from (experiments/search.py): another sample's solution.py, what the checker
     measured for it, and its place on the search's leaderboard. Shown in the task prompt."""
 
     sample: int

@@ -1,4 +1,4 @@
-"""How busy does `pkagent run` keep the GPUs? The runner's own scheduling (agent.experiment.execute,
+"""How busy does `pkagent run` keep the GPUs? The runner's own scheduling (experiments.experiment.execute,
 the local executor, the GpuPool, each finished sample written and renamed into a run directory)
 drives fake samples: a model call of a given latency (uniform between 0.5x and 1.5x), then a check
 that holds world_size GPUs for a given time. Nothing else is faked.
@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.executors import LocalExecutor, Task  # noqa: E402
-from agent.experiment import Tally, execute  # noqa: E402
+from experiments.executors import LocalExecutor, Task  # noqa: E402
+from experiments.experiment import Tally, execute  # noqa: E402
 from agent.solve import SolveResult  # noqa: E402
 from sandbox import GpuPool  # noqa: E402
 

@@ -108,7 +108,7 @@ class PkbConfig(Strict):
 
 
 class ExperimentConfig(Strict):
-    """A pass@k experiment (agent/experiment.py): every problem x model x mode x sample."""
+    """A pass@k experiment (experiments/experiment.py): every problem x model x mode x sample."""
 
     name: str
     problems: list[str] = Field(default_factory=lambda: ["all"], description=(

@@ -67,9 +67,9 @@ def _register() -> None:
         ("sandbox.cli", ("sandbox",)),
         ("kernels_lib.cli", ("bench-lib",)),
         ("agent.cli", ("solve", "view", "demo")),
-        ("agent.experiment", ("run",)),
-        ("agent.report", ("report",)),
-        ("agent.search", ("search",)),
+        ("experiments.experiment", ("run",)),
+        ("experiments.report", ("report",)),
+        ("experiments.search", ("search",)),
     ):
         try:
             mod = importlib.import_module(module)

@@ -22,9 +22,9 @@ from fakes import KEY_VARIABLES
 from fakes.model_server import FakeModelServer, Say
 from fakes.scripts import GLOO_ALL_REDUCE, write_command
 
-from agent.executors import LocalExecutor, Task, run_in_child
-from agent.experiment import Tally, execute, generation_files, run_experiment
-from agent.report import build
+from experiments.executors import LocalExecutor, Task, run_in_child
+from experiments.experiment import Tally, execute, generation_files, run_experiment
+from experiments.report import build
 from agent.solve import SolveResult
 from configs import ConfigError, load_experiment
 from eval.cli import candidate_source

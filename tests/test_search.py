@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT / "examples" / "search_kernels_lib"))
 
 from scripted_model import SPEC, LadderServer, kernels, name_of  # noqa: E402
 
-from agent.search import load_search, refines, run_search  # noqa: E402
+from experiments.search import load_search, refines, run_search  # noqa: E402
 
 KERNELS = ROOT / "examples" / "search_cpu" / "kernels"
 COMMON = ["--problem", "all_reduce", "--device", "cpu", "--world-size", "2", "size=0.001", "check.trials=2",
@@ -230,7 +230,7 @@ def test_recorded_gpu_searches_show_what_the_docs_claim(run, stopped):
     ranks it last, and the leaderboard still renders with today's table code."""
     from rich.console import Console
 
-    from agent.search import table
+    from experiments.search import table
 
     folder = ROOT / "examples" / "search_kernels_lib" / run
     board = json.loads((folder / "leaderboard.json").read_text())

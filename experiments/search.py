@@ -50,8 +50,8 @@ from typing import Any, List, Literal, Optional
 import typer
 from pydantic import Field
 
-from agent.executors import Task, failed_result
-from agent.experiment import finish, lock, read_result, write_atomic
+from experiments.executors import Task, failed_result
+from experiments.experiment import finish, lock, read_result, write_atomic
 from configs import (AgentConfig, CheckConfig, ConfigError, SandboxConfig, Strict, apply_overrides, read_yaml, resolve,
                      validate)
 
@@ -124,7 +124,7 @@ def _check(cfg, candidate: Path, gpus, **kw):
     """eval.check.check with the search's settings; on CUDA on GPUs from `gpus`."""
     from contextlib import nullcontext
 
-    from agent.executors import _visible
+    from experiments.executors import _visible
     from eval.check import check
 
     args = dict(world_size=cfg.world_size, device=cfg.device, trials=cfg.check.trials, perf=True, size=cfg.size,
@@ -379,7 +379,7 @@ def run_search(cfg: SearchConfig, progress: bool = True) -> dict:
     """Runs (or resumes) the search; returns the leaderboard (as written to leaderboard.json)."""
     from rich.console import Console
 
-    from agent.experiment import make_executor
+    from experiments.experiment import make_executor
 
     console = Console(stderr=True, quiet=not progress)
     root = Path(cfg.out or Path("runs") / "search" / cfg.problem)

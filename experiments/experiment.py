@@ -3,7 +3,7 @@
     plan(cfg)       the config checked against the suite and the model specs (ConfigError, one
                     line, before anything runs), then one Task per sample
     run_experiment  skips finished samples, runs the rest `llm_concurrency` at a time on the
-                    executor (agent/executors.py), GPUs through the GpuPool, a live progress line;
+                    executor (experiments/executors.py), GPUs through the GpuPool, a live progress line;
                     stops starting samples once the run has spent cost_limit_usd
 
 The run directory (RUN_DIR/NAME):
@@ -44,7 +44,7 @@ from typing import List, Optional
 
 import typer
 
-from agent.executors import FOLDER_PREFIX, Task, failed_result
+from experiments.executors import FOLDER_PREFIX, Task, failed_result
 from configs import ConfigError, ExperimentConfig, load_experiment
 
 HARNESS_ERRORS = ("error", "model_error")  # what --redo failed reruns
@@ -256,7 +256,7 @@ class Tally:
 
 
 def make_executor(cfg: ExperimentConfig):
-    from agent.executors import LocalExecutor, RayExecutor
+    from experiments.executors import LocalExecutor, RayExecutor
 
     if cfg.executor == "ray":
         return RayExecutor(cfg.ray_address, cfg.device, cfg.world_size)

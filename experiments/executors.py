@@ -3,7 +3,7 @@ or `ray` (one Ray task per sample, on any node of a cluster).
 
 A sample is a Task: a SolveConfig plus where to write. `run_sample(task, gpus)` does the work
 wherever it runs: `solve()` for a model, the checker alone for an existing generation
-(folder:PATH). It writes into task.tmp; the runner (agent/experiment.py) then moves that folder
+(folder:PATH). It writes into task.tmp; the runner (experiments/experiment.py) then moves that folder
 to task.dir in one rename, so a sample directory exists only once its sample is finished.
 
 GPUs. Local: the GpuPool lives in the runner. A sample's child process asks the runner for
