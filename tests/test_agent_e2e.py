@@ -8,9 +8,9 @@ import secrets
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+import deadlines
 import pytest
 from fakes import KEY_VARIABLES, SPECS
 from fakes.model_server import FakeModelServer, Say, Slow
@@ -21,7 +21,7 @@ from agent.transcript import read
 from configs import load_models
 
 ROOT = Path(__file__).resolve().parents[1]
-FAST = ["agent.retry_wait_s=0.01", "size=0.001", "check.trials=2", "check.timeout_s=120"]
+FAST = ["agent.retry_wait_s=0.01", "size=0.001", "check.trials=2", f"check.timeout_s={deadlines.scaled(120):.0f}"]
 
 
 @pytest.fixture
@@ -93,8 +93,8 @@ def test_zero_shot_candidate_is_checked(server, tmp_path):
 def test_demo_replays_the_shipped_transcript(tmp_path):
     """`pkagent demo`: no key, no GPU; the real sandbox and checker; says where its files are."""
     env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}
-    out = subprocess.run([sys.executable, "-m", "pkagent", "demo", "--out", str(tmp_path / "demo")],
-                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=240)
+    out = deadlines.run([sys.executable, "-m", "pkagent", "demo", "--out", str(tmp_path / "demo")],
+                        text=True, env=env, cwd=tmp_path, watch=[tmp_path / "demo"])
     assert out.returncode == 0, out.stdout + out.stderr
     result = json.loads((tmp_path / "demo" / "result.json").read_text())
     assert result["correct"] and result["status"] == "submitted" and result["cost_usd"] == 0
@@ -127,9 +127,7 @@ def test_transcript_survives_kill_9(server, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "pkagent", "solve", "--problem", "all_reduce", "--model", spec,
                              "--base-url", server.url + suffix, "--device", "cpu", "--out", str(out), *FAST],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    deadline = time.monotonic() + 60
-    while len(server.requests) < 3 and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.1)
+    deadlines.wait_until(lambda: len(server.requests) >= 3, proc=proc, watch=[out])
     assert len(server.requests) == 3, proc.stderr.read().decode() if proc.poll() is not None else "no third request"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()

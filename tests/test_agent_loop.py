@@ -5,6 +5,7 @@ run when repeated, text mode, prompts render strictly."""
 import json
 from pathlib import Path
 
+import deadlines
 import pytest
 from fakes import KEY_VARIABLES, SPECS
 from fakes.model_server import FakeModelServer, Say
@@ -14,7 +15,7 @@ from agent.transcript import read
 from configs import ConfigError, load_hardware
 
 ROOT = Path(__file__).resolve().parents[1]
-FAST = ["agent.retry_wait_s=0.01", "agent.request_timeout_s=30", "size=0.001", "check.trials=2"]
+FAST = ["agent.retry_wait_s=0.01", f"agent.request_timeout_s={deadlines.scaled(30):.0f}", "size=0.001", "check.trials=2"]
 
 
 @pytest.fixture

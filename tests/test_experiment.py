@@ -13,10 +13,10 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import deadlines
 import pytest
 from fakes import KEY_VARIABLES
 from fakes.model_server import FakeModelServer, Say
@@ -92,16 +92,14 @@ def resumed_run():
         root = tmp / "runs" / "e2e"
         cmd = [sys.executable, "-m", "pkagent", "run", str(cfg), "-q"]
         first = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 150
-        while len(finished(root)) < 4 and time.monotonic() < deadline and first.poll() is None:
-            time.sleep(0.2)
+        deadlines.wait_until(lambda: len(finished(root)) >= 4, proc=first, watch=[tmp / "runs"])
         assert first.poll() is None, first.stderr.read().decode()
         os.kill(first.pid, signal.SIGKILL)
         first.wait()
         before = finished(root)
         requests_before = len(server.requests)
         leftovers = [p.name for p in root.glob("*/*/*/.sample_*")]
-        second = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        second = deadlines.run(cmd, env=env, text=True, watch=[root])
         yield dict(root=root, before=before, leftovers=leftovers, second=second, after=finished(root),
                    requests=(requests_before, len(server.requests) - requests_before))
     shutil.rmtree(tmp, ignore_errors=True)
@@ -127,8 +125,7 @@ def test_kill_resume_and_report_match_a_hand_count(resumed_run):
         if not res["correct"]:
             failures[res["mode"]]["mismatch" if res["check"] and res["check"]["status"] == "incorrect"
                                   else "format" if res["status"] == "format_error" else "no candidate"] += 1
-    report = subprocess.run([sys.executable, "-m", "pkagent", "report", str(root), "--json"], capture_output=True,
-                            text=True, timeout=120)
+    report = deadlines.run([sys.executable, "-m", "pkagent", "report", str(root), "--json"], text=True)
     assert report.returncode == 0, report.stderr
     data = json.loads(report.stdout)
     groups = {g["mode"]: g for g in data["groups"]}
@@ -152,9 +149,9 @@ def test_html_report_renders_in_chromium(resumed_run, tmp_path):
     if chromium is None:
         pytest.skip("chromium is not installed (apt-get install -y chromium): the HTML report is not rendered")
     root = resumed_run["root"]
-    out = subprocess.run([sys.executable, "-m", "pkagent", "report", str(root), "--html", "--csv", "--out", str(tmp_path),
+    out = deadlines.run([sys.executable, "-m", "pkagent", "report", str(root), "--html", "--csv", "--out", str(tmp_path),
                           "--compare", str(root)],
-                         capture_output=True, text=True, timeout=120)
+                         text=True)
     assert out.returncode == 0, out.stderr
     page = (tmp_path / "report.html").read_text()
     assert len(re.findall(r"<img alt='(pass_at_k|fast_p|modes)' src='data:image/png;base64,[A-Za-z0-9+/=]{1000,}'>", page)) == 3
@@ -165,10 +162,10 @@ def test_html_report_renders_in_chromium(resumed_run, tmp_path):
     assert len(rows) == 12 and {r["mode"] for r in rows} == {"zero-shot", "agent"}
 
     shot = tmp_path / "shot.png"
-    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    deadlines.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                     "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
                     "--window-size=1400,1200", f"--screenshot={shot}", (tmp_path / "report.html").as_uri()],
-                   capture_output=True, timeout=120)
+                  )
     from PIL import Image
 
     img = Image.open(shot).convert("RGB")
@@ -196,8 +193,7 @@ def test_bad_config_fails_fast_in_one_line(tmp_path, override, words):
     cfg = write_config(tmp_path / "bad.yaml", tmp_path / "runs", "http://127.0.0.1:9")
     if words == "supports no":  # a category where no problem runs at world size 3
         override, words = "problems=[all_reduce] world_size=3", "supports world sizes"
-    out = subprocess.run([sys.executable, "-m", "pkagent", "run", str(cfg), *override.split()], capture_output=True,
-                         text=True, env=clean_env(ANTHROPIC_API_KEY="sk-unused-0123456789"), timeout=120)
+    out = deadlines.run([sys.executable, "-m", "pkagent", "run", str(cfg), *override.split()], text=True, env=clean_env(ANTHROPIC_API_KEY="sk-unused-0123456789"))
     assert out.returncode == 2, out.stderr
     assert words in out.stderr and out.stderr.strip().count("\n") == 0, out.stderr
     assert not (tmp_path / "runs").exists()

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 
+import deadlines
 import pytest
 
 import kernels_lib as kl
@@ -57,7 +58,7 @@ def test_concurrent_builds_of_one_source_do_not_collide(tmp_path):
     procs = [ctx.Process(target=_build_in_child, args=(str(tmp_path), src, q)) for _ in range(2)]
     for p in procs:
         p.start()
-    results = [q.get(timeout=120) for _ in procs]
+    results = [q.get(timeout=deadlines.scaled(120)) for _ in procs]
     for p in procs:
         p.join(30)
         assert p.exitcode == 0

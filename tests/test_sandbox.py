@@ -14,6 +14,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import deadlines
 import pytest
 
 from configs import SandboxConfig
@@ -244,7 +245,7 @@ def test_bwrap_hides_everything_but_the_work_dir(jail, tmp_path):
 
 def test_bwrap_runs_the_checker_on_cpu(jail):
     jail.put("solution.py", (REPO / "tests" / "candidates" / "honest.py").read_text())
-    r = jail.execute("pkagent check solution.py --problem all_reduce --device cpu --trials 1 --size 0.01 --json", timeout=240)
+    r = jail.execute("pkagent check solution.py --problem all_reduce --device cpu --trials 1 --size 0.01 --json", timeout=deadlines.scaled(240))
     assert r.exit_code == 0, r.output
     assert '"status":"correct"' in r.output.replace(" ", "")
 
@@ -267,7 +268,7 @@ def test_missing_bwrap_is_a_clear_error(tmp_path, monkeypatch):
 
 
 def pk(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pkagent", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+    return deadlines.run([sys.executable, "-m", "pkagent", *args], text=True, cwd=cwd)
 
 
 def test_cli_run_prints_output_and_exits_with_its_code(tmp_path):

@@ -1,6 +1,6 @@
 """The docker sandbox backend against a real engine (DOCKER_HOST) and the image named by
 SANDBOX_TEST_IMAGE (any image with bash and python3). Skips, saying why, where either is missing;
-`source ../shared/scripts/container-engine.sh` provides both."""
+`eval "$(bash scripts/container-engine.sh start)"` provides both."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import textwrap
 import uuid
 from pathlib import Path
 
+import deadlines
 import pytest
 
 from configs import SandboxConfig
@@ -25,9 +26,9 @@ IMAGE = os.environ.get("SANDBOX_TEST_IMAGE", "")
 
 def _engine_problem() -> str | None:
     if not os.environ.get("DOCKER_HOST"):
-        return "DOCKER_HOST is not set (source ../shared/scripts/container-engine.sh)"
+        return 'DOCKER_HOST is not set: eval "$(bash scripts/container-engine.sh start)" starts an engine and sets it'
     if not IMAGE:
-        return "SANDBOX_TEST_IMAGE is not set (source ../shared/scripts/container-engine.sh)"
+        return 'SANDBOX_TEST_IMAGE is not set: eval "$(bash scripts/container-engine.sh start)" builds one and sets it'
     try:
         from sandbox.docker import client
 
@@ -201,7 +202,7 @@ def test_prune_removes_leftovers_of_a_crashed_run_only(tmp_path):
     proc.wait(10)
     assert crashed in [c.name for c in client().containers.list(all=True)]
     with open_sandbox(config(), tmp_path / "b") as live:
-        out = subprocess.run([sys.executable, "-m", "pkagent", "sandbox", "prune"], capture_output=True, text=True, timeout=120)
+        out = deadlines.run([sys.executable, "-m", "pkagent", "sandbox", "prune"], text=True)
         assert out.returncode == 0, out.stderr
         assert f"removed {crashed}" in out.stdout and live.container.name not in out.stdout
         names = [c.name for c in client().containers.list(all=True)]
@@ -217,10 +218,10 @@ def test_missing_image_and_missing_engine_are_clear_errors(tmp_path, monkeypatch
 
 
 def test_cli_run_uses_the_docker_backend(tmp_path):
-    out = subprocess.run(
+    out = deadlines.run(
         [sys.executable, "-m", "pkagent", "sandbox", "run", "--backend", "docker", "--image", IMAGE,
          "--workdir", str(tmp_path), "--timeout", "30", "--", "cat /proc/1/cmdline | tr '\\0' ' '; pwd; exit 4"],
-        capture_output=True, text=True, timeout=120,
+        text=True,
     )
     assert out.returncode == 4, out.stderr
     assert "while :; do sleep" in out.stdout and out.stdout.strip().endswith("/work")

@@ -10,9 +10,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+import deadlines
 import pytest
 from fakes import KEY_VARIABLES
 
@@ -61,16 +61,14 @@ def resumed(tmp_path_factory):
     with server_for(tmp, order["scratch"], order["ladder"]) as server:
         c = cmd(server, out, "--parallel", "2", "--max-samples", "5", "--refine-fraction", "0.7")
         first = subprocess.Popen(c, env=env(server), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 150
-        while time.monotonic() < deadline and first.poll() is None and not (
-                len(list(out.glob("samples/sample_*/result.json"))) >= 2 and list(out.glob("*/.sample_*"))):
-            time.sleep(0.2)
+        deadlines.wait_until(lambda: len(list(out.glob("samples/sample_*/result.json"))) >= 2
+                             and bool(list(out.glob("*/.sample_*"))), proc=first, watch=[out])
         assert first.poll() is None, first.stderr.read().decode()
         os.kill(first.pid, signal.SIGKILL)
         first.wait()
         before, asked_before = files(out), len(server.asked)
         leftovers = [p.name for p in [*out.glob("samples/.sample_*"), *out.glob("verify/.sample_*")]]
-        second = subprocess.run(c, env=env(server), capture_output=True, text=True, timeout=400)
+        second = deadlines.run(c, env=env(server), text=True, watch=[out])
         yield dict(out=out, before=before, leftovers=leftovers, second=second, after=files(out),
                    asked=(asked_before, len(server.asked) - asked_before))
 
@@ -150,9 +148,9 @@ def test_refine_fraction_spreads_evenly():
 
 def test_stops_on_target(tmp_path):
     with server_for(tmp_path, ["sleep_64"], ["sleep_64", "reference"]) as server:
-        run = subprocess.run(cmd(server, tmp_path / "out", "--mode", "zero-shot", "--parallel", "1", "--max-samples", "6",
+        run = deadlines.run(cmd(server, tmp_path / "out", "--mode", "zero-shot", "--parallel", "1", "--max-samples", "6",
                                  "--refine-fraction", "1", "--target-speedup", "0.1"),
-                             env=env(server), capture_output=True, text=True, timeout=300)
+                             env=env(server), text=True, watch=[tmp_path / "out"])
     assert run.returncode == 0, run.stderr
     b = board(tmp_path / "out")
     assert b["stopped"].startswith("target") and b["samples"] == 2 and b["best"] == 1
@@ -163,8 +161,8 @@ def test_stops_on_target(tmp_path):
 
 def test_respects_the_budget(tmp_path):
     with server_for(tmp_path, [None], ["sleep_64"]) as server:  # replies without code: $0.002 each, nothing to check
-        run = subprocess.run(cmd(server, tmp_path / "out", "--mode", "zero-shot", "--parallel", "1", "--max-samples", "10",
-                                 "--budget-usd", "0.005"), env=env(server), capture_output=True, text=True, timeout=120)
+        run = deadlines.run(cmd(server, tmp_path / "out", "--mode", "zero-shot", "--parallel", "1", "--max-samples", "10",
+                                 "--budget-usd", "0.005"), env=env(server), text=True, watch=[tmp_path / "out"])
     assert run.returncode == 1, run.stderr  # no kernel
     b = board(tmp_path / "out")
     costs = [r["cost_usd"] for r in sorted(b["entries"], key=lambda r: r["sample"])]
@@ -174,9 +172,9 @@ def test_respects_the_budget(tmp_path):
 
 def test_stops_when_patience_runs_out(tmp_path):
     with server_for(tmp_path, ["sleep_8", None], ["sleep_64"]) as server:
-        run = subprocess.run(cmd(server, tmp_path / "out", "--mode", "zero-shot", "--parallel", "1", "--max-samples", "10",
+        run = deadlines.run(cmd(server, tmp_path / "out", "--mode", "zero-shot", "--parallel", "1", "--max-samples", "10",
                                  "--refine-fraction", "0.5", "--patience", "2"),
-                             env=env(server), capture_output=True, text=True, timeout=300)
+                             env=env(server), text=True, watch=[tmp_path / "out"])
     assert run.returncode == 0, run.stderr
     b = board(tmp_path / "out")
     rows = {r["sample"]: r for r in b["entries"]}
@@ -217,7 +215,7 @@ def test_bad_input_fails_in_one_line(tmp_path, args, words):
         (out / "search.json").write_text(json.dumps({"config": {"problem": "all_gather"}}))
         args = []
     base = [sys.executable, "-m", "pkagent", "search", "--model", SPEC, "--out", str(out), *COMMON]
-    run = subprocess.run([*base, *args], capture_output=True, text=True, env=env(), timeout=120)
+    run = deadlines.run([*base, *args], text=True, env=env())
     assert run.returncode == 2, run.stderr
     assert words in run.stderr and run.stderr.strip().count("\n") == 0, run.stderr
     assert not (out / "samples").exists()

@@ -15,6 +15,7 @@ import socket
 import time
 import traceback
 
+import deadlines
 import pytest
 import torch
 
@@ -23,7 +24,7 @@ from eval.problem import CATEGORIES, Roofline, all_problems, load_problem
 # A size small enough for two CPU cores: every problem's dimensions shrink with it.
 CI_SIZE = 2.0**-12
 WORLD_SIZES = (2, 4)
-SPAWN_DEADLINE_S = 240
+SPAWN_DEADLINE_S = deadlines.scaled(240)
 
 PROBLEMS = all_problems()
 IDS = [p.id for p in PROBLEMS]
@@ -144,7 +145,7 @@ def _worker(rank, w, port, out_dir):
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=w, timeout=datetime.timedelta(seconds=90))
+    dist.init_process_group("gloo", rank=rank, world_size=w, timeout=datetime.timedelta(seconds=deadlines.scaled(90)))
     results = {}
     for prob in all_problems():
         if w not in prob.meta.world_sizes:
@@ -183,7 +184,7 @@ def _results(w, tmp_path_factory) -> dict:
             for p in ctx.processes:
                 if p.is_alive():
                     p.kill()
-            crashed = f"spawn did not finish within {SPAWN_DEADLINE_S} s"
+            crashed = f"spawn did not finish within {SPAWN_DEADLINE_S:.0f} s"
         per_rank = []
         for r in range(w):
             path = os.path.join(out_dir, f"rank{r}.json")
@@ -219,7 +220,7 @@ def test_reference_passes_checker(pid, tmp_path):
 
     cand = tmp_path / f"{pid}_ref.py"
     cand.write_text(candidate_source(load_problem(pid)))
-    res = check(str(cand), pid, world_size=2, device="cpu", trials=2, perf=False, size=CI_SIZE, timeout=120.0)
+    res = check(str(cand), pid, world_size=2, device="cpu", trials=2, perf=False, size=CI_SIZE, timeout=deadlines.scaled(120))
     assert res.status == "correct", f"{res.status}: {res.message}\n{res.log_tail[-2000:]}"
 
 
