@@ -39,7 +39,7 @@ class Refine(Strict):
 
 class SolveConfig(Strict):
     problem: str = Field(description="a problem id, or pkb:PATH::ID for a ParallelKernelBench problem")
-    model: str = Field(description="PROVIDER:MODEL, e.g. anthropic:claude-sonnet-4-5 or replay:PATH")
+    model: str = Field(description="PROVIDER:MODEL, e.g. anthropic:claude-sonnet-4-6 or replay:PATH")
     mode: Literal["agent", "zero-shot"] = "agent"
     base_url: str | None = None
     world_size: int = Field(default=2, ge=1)

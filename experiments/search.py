@@ -65,7 +65,7 @@ class VerifyConfig(Strict):
 
 class SearchConfig(Strict):
     problem: str
-    model: str = Field(description="PROVIDER:MODEL, e.g. anthropic:claude-sonnet-4-5, or replay:PATH")
+    model: str = Field(description="PROVIDER:MODEL, e.g. anthropic:claude-sonnet-4-6, or replay:PATH")
     mode: Literal["agent", "zero-shot"] = "agent"
     base_url: Optional[str] = None
     parallel: int = Field(default=2, ge=1, description="samples at once")

@@ -1,6 +1,6 @@
 """Model clients: one small interface over the providers.
 
-    model = get_model("anthropic:claude-sonnet-4-5", config)
+    model = get_model("anthropic:claude-sonnet-4-6", config)
     reply = model.query(messages, tools=TOOLS)      # -> Reply(text, tool_calls, usage, cost_usd)
 
 Messages are plain dicts in one provider-neutral shape; each client translates them:
