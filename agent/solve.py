@@ -23,6 +23,8 @@ from agent.loop import Agent, Outcome
 from agent.models import Client, ModelError, Usage, get_model
 from agent.transcript import Transcript
 from configs import AgentConfig, CheckConfig, ConfigError, PkbConfig, SandboxConfig, Strict, apply_overrides, validate
+from configs.errors import OutputError
+from configs.files import make_dir, write_atomic
 from eval.result import CheckResult
 
 PYTHON_BLOCK = re.compile(r"```(?:python|py)[ \t]*\n(.*?)```", re.DOTALL)
@@ -229,7 +231,7 @@ def solve(cfg: SolveConfig, out: Path, gpus: Any = None) -> SolveResult:
     out = Path(out)
     if (out / "transcript.jsonl").exists():
         raise ConfigError(f"--out {out}: holds a transcript already; choose another directory")
-    out.mkdir(parents=True, exist_ok=True)
+    make_dir(out, "--out: cannot write")
     ctx = task_context(problem, hardware, world_size=cfg.world_size, device=cfg.device, size=cfg.size, actions=actions)
     ctx["refine"] = cfg.refine.model_dump() if cfg.refine else None
     result = SolveResult(problem=cfg.problem, model=cfg.model, mode=cfg.mode, status="error", out_dir=str(out))
@@ -249,7 +251,7 @@ def solve(cfg: SolveConfig, out: Path, gpus: Any = None) -> SolveResult:
             result = result.model_copy(update=dict(status=outcome.status, message=outcome.message, steps=outcome.steps,
                                                    cost_usd=outcome.cost_usd, usage=outcome.usage))
             if code is not None:
-                (out / "solution.py").write_bytes(code)
+                write_atomic(out / "solution.py", code)
                 if is_pkb(problem):
                     export(cfg, problem.id, out / "solution.py", out, 0)
                 check = _score(cfg, out / "solution.py", gpus)
@@ -257,11 +259,11 @@ def solve(cfg: SolveConfig, out: Path, gpus: Any = None) -> SolveResult:
                 result = result.model_copy(update=dict(check=check, correct=check.ok))
             elif outcome.status != "format_error":
                 result.message += "; no solution.py to score"
-        except ConfigError:
+        except (ConfigError, OutputError):  # the user's to fix: the command says so (a full disk, ...)
             raise
         except Exception as e:  # a broken sandbox or checker ends this sample, recorded, not the caller
             result = result.model_copy(update=dict(status="error", message=f"{type(e).__name__}: {e}"))
         result.wall_s = round(time.monotonic() - t0, 3)
         tr.write("final", **result.model_dump(include={"status", "message", "correct", "steps", "cost_usd", "usage", "wall_s"}))
-    (out / "result.json").write_text(result.model_dump_json(indent=2) + "\n")
+    write_atomic(out / "result.json", result.model_dump_json(indent=2) + "\n")
     return result

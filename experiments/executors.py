@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from configs.files import write_atomic
+
 FOLDER_PREFIX = "folder:"
 
 
@@ -84,7 +86,7 @@ def score_generation(cfg, task: Task, out: Path, gpus: Gpus | None):
                                  timeout=cfg.check.timeout_s, hardware=cfg.hardware)
         result.correct = result.check.ok
     result.wall_s = round(time.monotonic() - t0, 3)
-    (out / "result.json").write_text(result.model_dump_json(indent=2) + "\n")
+    write_atomic(out / "result.json", result.model_dump_json(indent=2) + "\n")
     return result
 
 

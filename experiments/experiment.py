@@ -46,6 +46,7 @@ import typer
 
 from experiments.executors import FOLDER_PREFIX, Task, failed_result
 from configs import ConfigError, ExperimentConfig, load_experiment
+from configs.files import write_atomic
 
 HARNESS_ERRORS = ("error", "model_error")  # what --redo failed reruns
 
@@ -167,15 +168,6 @@ def plan(cfg: ExperimentConfig) -> tuple[Path, list[Problem], list[Task]]:
 
 
 # --- the run directory --------------------------------------------------------------------------------
-
-
-def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def read_result(sample_dir: Path):

@@ -25,14 +25,18 @@ import html
 import io
 import json
 import re
+import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
+from pydantic import ValidationError
 
 from configs import ConfigError
+from configs.errors import InputFileError
+from configs.files import make_dir, read_text, write_atomic
 from eval.metrics import fast_p, geomean_speedup, mean_pass_at_k
 
 P_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0)
@@ -89,10 +93,22 @@ def load_run(root: Path) -> tuple[dict[str, Any], list[Sample]]:
     meta_path = root / "experiment.json"
     if not meta_path.is_file():
         raise ConfigError(f"{root}: not a run directory (no experiment.json; `pkagent run` writes one)")
-    meta = json.loads(meta_path.read_text())
+    try:
+        meta = json.loads(read_text(meta_path))
+        if not isinstance(meta, dict) or not isinstance(meta.get("problems"), dict) or "name" not in meta:
+            raise ValueError("not the object `pkagent run` writes")
+    except ValueError as e:
+        raise InputFileError(f"{meta_path}: damaged ({e}); `pkagent run` on the same config writes it again") from None
     samples = []
     for path in sorted(root.glob("*/*/*/sample_*/result.json")):
-        r = SolveResult.model_validate_json(path.read_text())
+        try:
+            r = SolveResult.model_validate_json(read_text(path))
+        except (ValueError, InputFileError) as e:  # counted, as the harness's failure, not the model's
+            reason = str(e).strip().splitlines()[0] if not isinstance(e, ValidationError) else f"{e.error_count()} invalid fields"
+            print(f"pkagent report: warning: {path}: damaged result ({reason}); counted as a harness error", file=sys.stderr)
+            model = meta.get("models", {}).get(path.parents[3].name, path.parents[3].name)
+            r = SolveResult(problem=path.parents[2].name, model=model, mode=path.parents[1].name, status="error",
+                            message=f"damaged result.json ({reason})", out_dir=str(path.parent))
         problem = path.parents[2].name
         cat = meta["problems"].get(problem, {}).get("category", "other")
         samples.append(Sample(r.model, r.mode, problem, cat, int(path.parent.name.split("_")[1]), r))
@@ -333,11 +349,12 @@ DEFINITIONS = ("pass@k: unbiased estimator (Chen et al. 2021), mean over problem
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    with open(path, "w", newline="") as f:
-        if rows:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+    f = io.StringIO(newline="")
+    if rows:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    write_atomic(path, f.getvalue())
 
 
 def print_tables(data: dict[str, Any], other: dict[str, Any] | None) -> None:
@@ -371,11 +388,11 @@ def report(
     out = out or run_dir / "report"
     written = []
     if as_json or as_html or as_csv:
-        out.mkdir(parents=True, exist_ok=True)
+        make_dir(out, "--out: cannot write")
     if as_json:
         text = json.dumps({**data, "compare": other and {k: other[k] for k in ("run", "dir", "groups", "categories")}},
                           indent=2, default=str)
-        (out / "report.json").write_text(text + "\n")
+        write_atomic(out / "report.json", text + "\n")
         typer.echo(text)
         written.append(out / "report.json")
     if as_csv:
@@ -384,7 +401,7 @@ def report(
         written += [out / "samples.csv", out / "summary.csv"]
     if as_html:
         _, samples = load_run(run_dir)
-        (out / "report.html").write_text(render_html(data, plots(data, _by(samples, "model", "mode")), other))
+        write_atomic(out / "report.html", render_html(data, plots(data, _by(samples, "model", "mode")), other))
         written.append(out / "report.html")
     if not as_json:
         print_tables(data, other)

@@ -51,9 +51,10 @@ import typer
 from pydantic import Field
 
 from experiments.executors import Task, failed_result
-from experiments.experiment import finish, lock, read_result, write_atomic
+from experiments.experiment import finish, lock, read_result
 from configs import (AgentConfig, CheckConfig, ConfigError, SandboxConfig, Strict, apply_overrides, read_yaml, resolve,
                      validate)
+from configs.files import write_atomic
 
 
 class VerifyConfig(Strict):
@@ -144,7 +145,7 @@ def sample_job(task: Task, gpus):
         screen = _check(cfg, out / "solution.py", gpus)
         result = result.model_copy(update=dict(check=screen, correct=screen.ok,
                                                message=result.message + "; timed by a second check (solve() times on CUDA only)"))
-        (out / "result.json").write_text(result.model_dump_json(indent=2) + "\n")
+        write_atomic(out / "result.json", result.model_dump_json(indent=2) + "\n")
     return result
 
 
@@ -165,7 +166,7 @@ def verify_job(task: Task, gpus):
                               seed=v.seed + task.sample)
         if not checks[name].ok:
             break
-    (out / "verify.json").write_text(json.dumps({k: c.model_dump(mode="json") for k, c in checks.items()}, indent=2) + "\n")
+    write_atomic(out / "verify.json", json.dumps({k: c.model_dump(mode="json") for k, c in checks.items()}, indent=2) + "\n")
     ok = len(checks) == 2 and all(c.ok for c in checks.values())
     return SolveResult(problem=cfg.problem, model=cfg.model, mode=cfg.mode, status="verified" if ok else "verify_failed",
                        correct=ok, check=checks["default"], wall_s=round(time.monotonic() - t0, 3), out_dir=str(out),
