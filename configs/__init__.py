@@ -63,7 +63,8 @@ class ModelsConfig(Strict):
 
 class SandboxConfig(Strict):
     backend: Literal["local", "docker"] = "local"
-    isolation: Literal["none", "bwrap"] = "none"
+    isolation: Literal["auto", "none", "bwrap"] = Field(
+        default="auto", description="local backend: auto is bwrap where bubblewrap runs, else none with a warning")
     image: str = "pkagent-sandbox:latest"
     command_timeout_s: float = Field(default=600, gt=0)
     output_limit_chars: int = Field(default=20000, ge=200)

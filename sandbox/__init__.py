@@ -17,6 +17,7 @@ from typing import Protocol
 
 from configs import SandboxConfig
 from configs.errors import PkagentError
+from configs.files import make_dir
 from kernels_lib.multicast import MULTICAST_OFF_ENV
 from sandbox.gpus import GpuPool
 
@@ -55,7 +56,7 @@ def open_sandbox(config: SandboxConfig, workdir: Path, gpus: list[int] | None = 
 
         return LocalSandbox(config, workdir, gpus)
     if config.backend == "docker":
-        if config.isolation != "none":
+        if config.isolation == "bwrap":
             raise SandboxError("isolation applies to the local backend only; the docker backend is its own isolation")
         from sandbox.docker import DockerSandbox
 
@@ -120,8 +121,7 @@ class WorkdirSandbox:
     """What every backend shares: the work directory on the host, put/get, the context manager."""
 
     def __init__(self, workdir: Path):
-        self.workdir = Path(workdir).resolve()
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir = make_dir(Path(workdir).resolve(), "cannot use as the sandbox's work directory:")
 
     def _host_path(self, path: str) -> Path:
         # resolve() follows symlinks, so a link the command planted cannot lead put/get outside.

@@ -24,7 +24,7 @@ def _fail(message: str) -> None:
 def run(
     command: list[str] = typer.Argument(..., help="The command, after --. One argument is run as a shell line."),
     backend: str = typer.Option("local", "--backend", help="local or docker."),
-    isolation: str = typer.Option("none", "--isolation", help="none or bwrap (local backend)."),
+    isolation: str = typer.Option("auto", "--isolation", help="auto (bwrap where it runs), none or bwrap (local backend)."),
     image: Optional[str] = typer.Option(None, "--image", help="Image of the docker backend."),
     gpus: int = typer.Option(0, "--gpus", min=0, help="GPUs to take from this machine's pool."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before the command is killed."),

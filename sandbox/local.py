@@ -1,16 +1,18 @@
 """The local backend: each command is `bash -c` in its own process group on this machine,
 optionally inside bubblewrap (`isolation: bwrap`).
 
-Every command runs under a wrapper that sets its limits (`ulimit -d` on each process's data,
-`ulimit -f` on file size), carries a per-sandbox tag in its environment, and is killed whole
-when it ends or at its deadline: the process group first, then any process that still carries
-the tag (one that left the group with setsid). With bwrap, the command also has no network,
+Every command runs under the keeper (sandbox/keeper.py), a small subreaper process that ends
+the command's whole tree (escaped setsid children included) when the command exits, at its
+deadline, and when this process dies by any signal; inside it, a wrapper sets the command's
+limits (`ulimit -d` on each process's data, `ulimit -f` on file size). With bwrap, the command
+also runs in its own PID namespace (which dies with bwrap), has no network,
 sees the system, the interpreter and the repository's packages read-only, and writes only to
 the work directory and a private /tmp; GPUs stay usable through the bound /dev/nvidia* nodes.
 """
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import shutil
@@ -20,7 +22,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 
 from configs import SandboxConfig
@@ -35,7 +36,7 @@ from sandbox import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-TAG = "PKAGENT_SANDBOX_ID"
+KEEPER = str(Path(__file__).resolve().with_name("keeper.py"))
 SYSTEM_DIRS = ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # Limits first (bash counts in KiB), then the command itself as a fresh bash.
 WRAPPER = 'ulimit -d {data_kib} -f {file_kib} || exit 125; exec bash -c "$1"'
@@ -45,28 +46,28 @@ class LocalSandbox(WorkdirSandbox):
     def __init__(self, config: SandboxConfig, workdir: Path, gpus: list[int] | None = None):
         super().__init__(workdir)
         self.config = config
-        self.tag = uuid.uuid4().hex
         home = self.workdir / ".home"
         home.mkdir(exist_ok=True)
         self.env = allowed_env(str(home), gpus)
         self.env["PATH"] = os.pathsep.join(_path_dirs())
         if "LD_LIBRARY_PATH" in os.environ:
             self.env["LD_LIBRARY_PATH"] = os.environ["LD_LIBRARY_PATH"]
-        self.env[TAG] = self.tag
         kib = lambda gb: int(gb * 2**20)  # noqa: E731
         self.wrapper = WRAPPER.format(data_kib=kib(config.memory_gb), file_kib=kib(config.max_file_gb))
         self.prefix: list[str] = []
         self.tmp: str | None = None
-        if config.isolation == "bwrap":
+        self.isolation = resolve_isolation(config.isolation)
+        if self.isolation == "bwrap":
             self.tmp = tempfile.mkdtemp(prefix="pkagent-tmp-")
             self.prefix = bwrap_argv(self.workdir, self.tmp, shm_bytes=int(config.memory_gb * 2**30 / 2))
             self._probe()
 
     def _probe(self) -> None:
         """Fail at open, with bwrap's own words, where bubblewrap cannot build the sandbox."""
-        if not shutil.which("bwrap"):
+        problem = bwrap_problem()
+        if problem is not None:
             self.close()
-            raise SandboxError("isolation bwrap: bubblewrap is not installed (apt-get install bubblewrap)")
+            raise SandboxError(f"isolation bwrap: {problem}")
         out = subprocess.run([*self.prefix, "true"], capture_output=True, text=True, env=self.env, timeout=60)
         if out.returncode != 0:
             self.close()
@@ -76,15 +77,23 @@ class LocalSandbox(WorkdirSandbox):
         timeout = self.config.command_timeout_s if timeout is None else timeout
         clip = OutputClip(self.config.output_limit_chars)
         start = time.monotonic()
-        proc = subprocess.Popen(
-            [*self.prefix, "bash", "-c", self.wrapper, "bash", command],
-            cwd=self.workdir,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group, which _kill ends whole
-        )
+        watch_r, watch_w = os.pipe()  # the keeper ends the command's tree when watch_w closes
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", KEEPER, str(watch_r), *self.prefix, "bash", "-c", self.wrapper, "bash", command],
+                cwd=self.workdir,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                pass_fds=(watch_r,),
+                start_new_session=True,  # away from the terminal's Ctrl-C: the keeper ends the tree itself
+            )
+        except BaseException:
+            os.close(watch_w)
+            raise
+        finally:
+            os.close(watch_r)
         reader = threading.Thread(target=_pump, args=(proc.stdout.fileno(), clip), daemon=True)
         reader.start()
         timed_out = False
@@ -93,8 +102,14 @@ class LocalSandbox(WorkdirSandbox):
         except subprocess.TimeoutExpired:
             timed_out = True
         finally:
-            self._kill(proc.pid)
-            proc.wait()
+            os.close(watch_w)  # at the deadline (or on Ctrl-C here): the keeper ends the tree and exits
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)  # the same, should a copy of watch_w live in a forked process
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:  # a keeper that cannot end its tree: end the keeper
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
         reader.join(10)
         if not reader.is_alive():  # else a process that escaped every kill still holds the pipe
             proc.stdout.close()
@@ -105,47 +120,51 @@ class LocalSandbox(WorkdirSandbox):
         code = TIMEOUT_EXIT_CODE if timed_out else shell_exit_code(proc.returncode)
         return ExecResult(output=output, exit_code=code, timed_out=timed_out, duration_s=duration)
 
-    def _kill(self, pgid: int | None = None) -> None:
-        if pgid is not None:
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        for _ in range(3):  # a process may fork while we look; look again until none is left
-            pids = tagged_processes(self.tag)
-            if not pids:
-                return
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            time.sleep(0.05)
-
     def close(self) -> None:
-        self._kill()
         if self.tmp:
             shutil.rmtree(self.tmp, ignore_errors=True)
             self.tmp = None
 
 
+@functools.cache
+def bwrap_problem() -> str | None:
+    """Why bubblewrap cannot isolate a command on this machine; None when it can."""
+    if not shutil.which("bwrap"):
+        return "bubblewrap is not installed (apt-get install bubblewrap)"
+    try:
+        out = subprocess.run(["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"],
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"bubblewrap does not run here: {e}"
+    if out.returncode != 0:
+        return f"bubblewrap cannot create namespaces here: {out.stderr.strip() or f'exit {out.returncode}'}"
+    return None
+
+
+def resolve_isolation(isolation: str) -> str:
+    """`auto` -> bwrap where it runs, else none; a warning on stderr (once) whenever it is none."""
+    why = "sandbox.isolation is none"
+    if isolation == "auto":
+        problem = bwrap_problem()
+        if problem is None:
+            return "bwrap"
+        isolation, why = "none", f"sandbox.isolation auto fell back to none: {problem}"
+    if isolation == "none":
+        _warn_none(why)
+    return isolation
+
+
+@functools.cache
+def _warn_none(why: str) -> None:
+    user = os.environ.get("USER") or str(os.getuid())
+    print(f"pkagent: warning: {why}. The agent's commands run as user {user} with this machine's network and every "
+          f"file that user may read or write (keys in files, ~/.ssh, other runs); only the environment is filtered. "
+          f"Install bubblewrap or use the docker backend.", file=sys.stderr)
+
+
 def _pump(fd: int, clip: OutputClip) -> None:
     while chunk := os.read(fd, 65536):
         clip.add(chunk)
-
-
-def tagged_processes(tag: str) -> list[int]:
-    """Live processes (not zombies) whose environment carries TAG=tag; Linux /proc only."""
-    needle = f"{TAG}={tag}".encode()
-    found = []
-    for entry in glob.glob("/proc/[0-9]*"):
-        try:
-            with open(f"{entry}/environ", "rb") as f:
-                if needle in f.read().split(b"\0"):
-                    found.append(int(entry[6:]))
-        except OSError:
-            continue
-    return [pid for pid in found if pid != os.getpid()]
 
 
 def _path_dirs() -> list[str]:
@@ -169,6 +188,8 @@ def _code_dirs() -> list[str]:
     if nvcc:
         dirs.add(str(Path(nvcc).resolve().parents[1]))
     dirs.update(str(p.parent) for p in REPO.glob("*/__init__.py"))
+    # and every import directory outside the repository (site-packages a .pth file adds, ...)
+    dirs.update(p for p in sys.path if p and os.path.isabs(p) and not Path(p).resolve().is_relative_to(REPO))
     return sorted(d for d in dirs if os.path.isdir(d) and d != "/")
 
 

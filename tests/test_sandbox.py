@@ -20,7 +20,7 @@ import pytest
 from configs import SandboxConfig
 from kernels_lib.multicast import MULTICAST_OFF_ENV
 from sandbox import ExecResult, SandboxError, open_sandbox
-from sandbox.local import LocalSandbox, tagged_processes
+from sandbox.local import LocalSandbox
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -141,7 +141,7 @@ def test_forked_tree_is_killed_whole_at_deadline(box):
     r = box.execute(cmd, timeout=1)
     assert r.timed_out and r.exit_code == 124 and 1 <= r.duration_s < 10
     assert "timed out after 1 s" in r.output
-    assert live_with(marker) == [] and tagged_processes(box.tag) == []
+    assert live_with(marker) == []
 
 
 def test_background_process_does_not_outlive_its_command(box):
@@ -188,24 +188,44 @@ def test_disk_exhaustion_fails_cleanly(box):
 # --- bubblewrap: network, filesystem ---------------------------------------------------------
 
 
+def _host_addresses() -> list[str]:
+    """This machine's own IPv4 addresses (loopback first), from its interfaces."""
+    out = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True)
+    addrs = [line.split()[3].split("/")[0] for line in out.stdout.splitlines()] if out.returncode == 0 else []
+    return ["127.0.0.1"] + [a for a in addrs if a != "127.0.0.1"]
+
+
 def test_bwrap_has_no_network(jail):
-    server = socket.create_server(("127.0.0.1", 0))
+    """A server of this machine, on every address of this machine, that the sandbox must not reach;
+    and the sandbox's own list of interfaces, which holds only its loopback."""
+    server = socket.create_server(("0.0.0.0", 0))
+    server.settimeout(0.1)
     port = server.getsockname()[1]
+    targets = [f"{a}:{port}" for a in _host_addresses()]
+    probe = (
+        "import socket, sys\n"
+        "dev = [ln.split(':')[0].strip() for ln in open('/proc/net/dev').read().splitlines()[2:]]\n"
+        "print('interfaces', sorted(dev), sorted(n for _, n in socket.if_nameindex()))\n"
+        "for addr in sys.argv[1:]:\n"
+        "    host, port = addr.rsplit(':', 1)\n"
+        "    try:\n"
+        "        socket.create_connection((host, int(port)), timeout=3); print('CONNECTED', addr)\n"
+        "    except OSError as e:\n"
+        "        print('failed', addr, e.errno)\n"
+    )
     try:
-        probe = (
-            "import socket, sys\n"
-            "for addr in sys.argv[1:]:\n"
-            "    host, port = addr.rsplit(':', 1)\n"
-            "    try:\n"
-            "        socket.create_connection((host, int(port)), timeout=3); print('CONNECTED', addr)\n"
-            "    except OSError as e:\n"
-            "        print('failed', addr, e.errno)\n"
-        )
+        # the same probe outside the sandbox reaches the server: the probe can tell
+        outside = subprocess.run([sys.executable, "-c", probe, targets[0]], capture_output=True, text=True, timeout=30)
+        assert "CONNECTED" in outside.stdout, outside.stdout + outside.stderr
+        server.accept()[0].close()
         jail.put("probe.py", probe)
-        r = jail.execute(f"python probe.py 127.0.0.1:{port} 1.1.1.1:80")
+        r = jail.execute(f"python probe.py {' '.join(targets)}")
+        with pytest.raises(TimeoutError):
+            server.accept()  # nothing from the sandbox arrived
     finally:
         server.close()
-    assert "CONNECTED" not in r.output and r.output.count("failed") == 2, r.output
+    assert "CONNECTED" not in r.output and r.output.count("failed") == len(targets), r.output
+    assert "interfaces ['lo'] ['lo']" in r.output, r.output
 
 
 def test_bwrap_writes_only_in_work_dir_and_private_tmp(jail, tmp_path):
@@ -258,10 +278,38 @@ def test_unknown_backend_is_a_clear_error(tmp_path):
         open_sandbox(SandboxConfig.model_construct(backend="podman", isolation="none"), tmp_path)
 
 
-def test_missing_bwrap_is_a_clear_error(tmp_path, monkeypatch):
+@pytest.fixture
+def no_bwrap(tmp_path, monkeypatch):
+    from sandbox import local
+
     monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap there
+    local.bwrap_problem.cache_clear()
+    local._warn_none.cache_clear()
+    yield
+    local.bwrap_problem.cache_clear()
+    local._warn_none.cache_clear()
+
+
+def test_missing_bwrap_is_a_clear_error(tmp_path, no_bwrap):
     with pytest.raises(SandboxError, match="bubblewrap is not installed"):
         LocalSandbox(config(isolation="bwrap"), tmp_path / "w")
+
+
+def test_auto_without_bwrap_runs_unisolated_and_says_what_the_agent_can_reach(tmp_path, no_bwrap, capsys):
+    with LocalSandbox(config(), tmp_path / "w") as sb:
+        assert sb.isolation == "none"
+    err = capsys.readouterr().err
+    assert "sandbox.isolation auto fell back to none: bubblewrap is not installed" in err
+    assert "network and every file that user may read or write" in err
+
+
+@needs_bwrap
+def test_isolation_defaults_to_bwrap_where_it_runs(tmp_path, capsys):
+    assert SandboxConfig().isolation == "auto"
+    with open_sandbox(SandboxConfig(), tmp_path / "w") as sb:
+        assert sb.isolation == "bwrap"
+        assert "lo" in sb.execute("cat /proc/net/dev").output and "eth" not in sb.execute("cat /proc/net/dev").output
+    assert "warning" not in capsys.readouterr().err
 
 
 # --- pkagent sandbox run ---------------------------------------------------------------------
@@ -288,7 +336,7 @@ def test_cli_run_timeout_exits_124(tmp_path):
     "args, message",
     [
         (["--backend", "podman"], "backend: expected 'local' or 'docker' (got 'podman')"),
-        (["--isolation", "chroot"], "isolation: expected 'none' or 'bwrap' (got 'chroot')"),
+        (["--isolation", "chroot"], "isolation: expected 'auto', 'none' or 'bwrap' (got 'chroot')"),
         (["--timeout", "-1"], "command_timeout_s"),
         (["--backend", "docker", "--isolation", "bwrap"], "isolation applies to the local backend only"),
     ],
