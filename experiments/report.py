@@ -104,7 +104,11 @@ def load_run(root: Path) -> tuple[dict[str, Any], list[Sample]]:
         try:
             r = SolveResult.model_validate_json(read_text(path))
         except (ValueError, InputFileError) as e:  # counted, as the harness's failure, not the model's
-            reason = str(e).strip().splitlines()[0] if not isinstance(e, ValidationError) else f"{e.error_count()} invalid fields"
+            if isinstance(e, ValidationError):
+                first = e.errors()[0]
+                reason = ".".join(map(str, first["loc"])) + ": " + first["msg"] if first["loc"] else first["msg"]
+            else:
+                reason = str(e).strip().splitlines()[0]
             print(f"pkagent report: warning: {path}: damaged result ({reason}); counted as a harness error", file=sys.stderr)
             model = meta.get("models", {}).get(path.parents[3].name, path.parents[3].name)
             r = SolveResult(problem=path.parents[2].name, model=model, mode=path.parents[1].name, status="error",

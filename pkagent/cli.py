@@ -2,7 +2,7 @@
 them together and, in `main`, turns every error into one line on stderr:
 
   a PkagentError (configs/errors.py) or an OSError naming its file   -> exit 2, what and where;
-  Ctrl-C                                                              -> exit 130;
+  Ctrl-C, SIGTERM, SIGHUP (cleanup code runs first)                   -> exit 130, 143, 129;
   anything else: a bug in pkagent                                     -> exit 3, with the
       traceback only under --debug or PKAGENT_DEBUG=1.
 """
@@ -94,6 +94,11 @@ def main() -> None:
 
 def run(argv: list[str]) -> int:
     """Run the command line `argv`; the exit code. The one place errors become exit codes."""
+    import signal
+
+    # SIGTERM and SIGHUP end the command as Ctrl-C does: cleanup code (finally, with) runs
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
     try:
         app(args=argv, prog_name="pkagent", standalone_mode=True)
     except SystemExit as e:
@@ -112,6 +117,12 @@ def run(argv: list[str]) -> int:
     except Exception as e:  # noqa: BLE001 - the last line of defence
         return _bug(e)
     return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM or SIGHUP: exit 128+N from wherever the main thread is, so that cleanup code runs."""
+    print(f"pkagent: stopped by signal {signum}", file=sys.stderr)
+    raise SystemExit(128 + signum)
 
 
 def _say(line: str, code: int) -> int:

@@ -58,7 +58,11 @@ class LocalSandbox(WorkdirSandbox):
         self.tmp: str | None = None
         self.isolation = resolve_isolation(config.isolation)
         if self.isolation == "bwrap":
-            self.tmp = tempfile.mkdtemp(prefix="pkagent-tmp-")
+            # the command's private /tmp, inside the work directory: nothing is left in the host's /tmp
+            # even when this process is killed before close() runs; such a leftover goes at the next open
+            for stale in self.workdir.glob(".tmp-*"):
+                shutil.rmtree(stale, ignore_errors=True)
+            self.tmp = tempfile.mkdtemp(prefix=".tmp-", dir=self.workdir)
             self.prefix = bwrap_argv(self.workdir, self.tmp, shm_bytes=int(config.memory_gb * 2**30 / 2))
             self._probe()
 
