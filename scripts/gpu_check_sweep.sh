@@ -55,8 +55,7 @@ has() { case " $STAGES " in *" $1 "*) return 0;; esac; return 1; }
   fi
   if has runs; then
     echo "== pkagent run + report over kernels_lib's kernels"
-    RUN_DIR=/tmp/pkruns bash examples/report_kernels_lib/run.sh 2>&1 | tail -40
-    mkdir -p "$OUT/report" && cp examples/report_kernels_lib/report.* examples/report_kernels_lib/*.csv "$OUT/report/" 2>/dev/null
+    RUN_DIR=/tmp/pkruns REPORT_DIR="$OUT/report" bash examples/report_kernels_lib/run.sh 2>&1 | tail -40
   fi
   if has search; then
     echo "== pkagent search over kernels_lib's kernels (scripted model)"

@@ -5,19 +5,23 @@
 # and the two-shot kernel, and one that is the two-shot kernel only in its first check. Samples
 # from scratch get the slow one or the fast-once one; a refinement gets the next rung of the
 # ladder. The search should end with two_shot as best and fast_once ranked by its slow re-check.
-# Writes the search to $OUT_DIR (default runs/search/kernels_lib) and copies its leaderboard,
-# plot, best kernel and each sample's kernel and lineage next to this file.
+# Writes the search to $OUT_DIR (default runs/search/kernels_lib); RECORD=1 also copies its
+# leaderboard, plot, best kernel and each sample's kernel and lineage into run/ next to this file
+# (the committed example).
 #   bash examples/search_kernels_lib/run.sh [more pkagent search arguments]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT_DIR:-runs/search/kernels_lib}
 ${PYTHON:-python} examples/search_kernels_lib/scripted_model.py --kernels examples/search_kernels_lib/kernels \
   --out "$out" --fast-checks 1 -- --config kernels_lib_gpu "$@"
-mkdir -p examples/search_kernels_lib/run/best
-cp "$out"/leaderboard.json "$out"/leaderboard.txt "$out"/progress.png "$out"/scripted_requests.json examples/search_kernels_lib/run/
-cp "$out"/best/solution.py "$out"/best/result.json examples/search_kernels_lib/run/best/
-rm -rf examples/search_kernels_lib/run/samples
-for s in "$out"/samples/sample_*; do
-  mkdir -p examples/search_kernels_lib/run/samples/"${s##*/}" && cp "$s"/solution.py "$s"/lineage.json examples/search_kernels_lib/run/samples/"${s##*/}"/
-done
-cat examples/search_kernels_lib/run/leaderboard.txt
+if [ "${RECORD:-0}" = 1 ]; then
+  rec=examples/search_kernels_lib/run
+  mkdir -p "$rec"/best
+  cp "$out"/leaderboard.json "$out"/leaderboard.txt "$out"/progress.png "$out"/scripted_requests.json "$rec"/
+  cp "$out"/best/solution.py "$out"/best/result.json "$rec"/best/
+  rm -rf "$rec"/samples
+  for s in "$out"/samples/sample_*; do
+    mkdir -p "$rec"/samples/"${s##*/}" && cp "$s"/solution.py "$s"/lineage.json "$rec"/samples/"${s##*/}"/
+  done
+fi
+cat "$out"/leaderboard.txt
