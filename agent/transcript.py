@@ -197,8 +197,9 @@ def view(path: str | Path, html: str | Path | None = None, full: bool = False) -
     from rich.console import Console
 
     ev = load(path)
-    console = Console(record=html is not None)
-    render(ev.events, console, full=full, lines=ev.lines)
+    render(ev.events, Console(), full=full, lines=ev.lines)
     ev.warn()
     if html is not None:
-        write_atomic(html, console.export_html(inline_styles=True))
+        from agent.view_html import render_html
+
+        write_atomic(html, render_html(ev.events, _check_line, full=full, lines=ev.lines))

@@ -26,6 +26,7 @@ import io
 import json
 import re
 import sys
+import textwrap
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -209,6 +210,11 @@ def _png(fig) -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
+def _legend_below(ax) -> None:
+    """The legend under the axes, one entry a line: long model names never cover the data."""
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0, -0.16), frameon=False)
+
+
 def plots(data: dict[str, Any], samples_by_group: dict[tuple, list[Sample]]) -> dict[str, str]:
     """Base64 PNGs: pass@k against k, fast_p@1 against p, zero-shot vs agent per model."""
     import matplotlib
@@ -225,7 +231,7 @@ def plots(data: dict[str, Any], samples_by_group: dict[tuple, list[Sample]]) -> 
            title="pass@k against k")
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend_below(ax)
     out["pass_at_k"] = _png(fig)
 
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -238,11 +244,11 @@ def plots(data: dict[str, Any], samples_by_group: dict[tuple, list[Sample]]) -> 
     ax.set(xlabel="p (speedup over the reference)", ylabel="fast_p@1 (correct and > p times faster)", ylim=(0, 1.02),
            title="fast_p against p")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend_below(ax)
     out["fast_p"] = _png(fig)
 
     models = sorted({g["model"] for g in data["groups"]})
-    fig, axes = plt.subplots(1, len(models), figsize=(4.5 * len(models), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(models), figsize=(4.5 * len(models), 3.8), squeeze=False, layout="constrained")
     for ax, model in zip(axes[0], models):
         mine = [g for g in data["groups"] if g["model"] == model]
         metrics = [("pass@1", lambda g: g["pass_at_k"][1]), (f"pass@{mine[0]['k']}", lambda g: g["pass_at_k"][g["k"]]),
@@ -252,9 +258,11 @@ def plots(data: dict[str, Any], samples_by_group: dict[tuple, list[Sample]]) -> 
             xs = [j + i * width for j in range(len(metrics))]
             ax.bar(xs, [f(g) for _, f in metrics], width, label=g["mode"])
         ax.set_xticks([j + width * (len(mine) - 1) / 2 for j in range(len(metrics))], [m for m, _ in metrics])
-        ax.set(ylim=(0, 1.02), title=model if len(model) < 40 else model[:37] + "...")
+        ax.set(ylim=(0, 1.02), ylabel="fraction of problems")
+        ax.set_title(textwrap.fill(model, 34), fontsize=10)
+        ax.grid(alpha=0.3, axis="y")
         ax.legend(fontsize=8)
-    fig.suptitle("zero-shot vs agent")
+    fig.suptitle("zero-shot vs agent, per model")
     out["modes"] = _png(fig)
     return out
 
@@ -314,31 +322,50 @@ def compare_rows(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _breakable(text: str) -> str:
+    """Escaped, with line-break opportunities after : and / (model names, paths)."""
+    return re.sub(r"([:/])", r"\1<wbr>", html.escape(text))
+
+
 def _table(rows: list[dict[str, Any]], cls: str) -> str:
+    """A table in a box of its own that scrolls sideways when the page is narrower than the table."""
     if not rows:
         return "<p>(none)</p>"
-    head = "".join(f"<th>{html.escape(k)}</th>" for k in rows[0])
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(v))}</td>" for v in r.values()) + "</tr>" for r in rows)
-    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    head = "".join(f"<th>{_breakable(k)}</th>" for k in rows[0])
+    body = "".join("<tr>" + "".join(f"<td>{_breakable(_fmt(v))}</td>" for v in r.values()) + "</tr>" for r in rows)
+    return f'<div class="scroll"><table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
-CSS = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:0.5em 0 1.5em}
-th,td{border:1px solid #ccc;padding:3px 7px;font-size:13px;text-align:right}th{background:#f0f0f0}
-td:first-child,td:nth-child(2){text-align:left}.plots img{max-width:32%;margin-right:1%;vertical-align:top}
-p.note{font-size:13px;color:#555;max-width:60em}"""
+# Laid out for a wide (1280 px) and a narrow (420 px) screen: the page never scrolls sideways,
+# tables scroll inside their box, plots wrap to the next row and shrink to the page.
+CSS = """*{box-sizing:border-box}body{font-family:system-ui,sans-serif;margin:0 auto;padding:1em 2em;max-width:1500px;color:#222}
+h1{font-size:1.6em;overflow-wrap:anywhere}h2{font-size:1.2em;margin-top:1.5em}
+.scroll{overflow-x:auto;max-width:100%;margin:0.5em 0 1.5em}table{border-collapse:collapse}
+th,td{border:1px solid #ccc;padding:3px 7px;font-size:13px;text-align:right;white-space:nowrap}
+th{background:#f0f0f0;white-space:normal;min-width:4.5em;vertical-align:bottom}
+td:first-child,td:nth-child(2),th:first-child,th:nth-child(2){text-align:left}
+td:first-child{white-space:normal;min-width:9em}
+.plots{display:flex;flex-wrap:wrap;gap:1em 1.5em}.plots figure{margin:0;flex:1 1 340px;max-width:100%}
+.plots figure.wide{flex-basis:600px}.plots img{width:100%;height:auto;display:block}
+p.note{font-size:13px;color:#555;max-width:60em;overflow-wrap:anywhere}summary{cursor:pointer;font-weight:600}
+@media (max-width:600px){body{padding:0.5em 0.7em}h1{font-size:1.25em}th,td{font-size:12px;padding:2px 4px}}"""
 
 
 def render_html(data: dict[str, Any], images: dict[str, str], other: dict[str, Any] | None = None) -> str:
     cfg = data["config"]
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>pkagent report: {html.escape(data['run'])}</title>"
-             f"<style>{CSS}</style></head><body>",
+    wide = " class='wide'" if len({g["model"] for g in data["groups"]}) > 1 else ""  # one bar chart per model
+    hardware = f"hardware profile {html.escape(cfg['hardware'])}, " if cfg["device"] == "cuda" else ""  # CPU: no GPU model
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'>"
+             "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+             f"<title>pkagent report: {html.escape(data['run'])}</title><style>{CSS}</style></head><body>",
              f"<h1>Experiment {html.escape(data['run'])}</h1>",
              f"<p class='note'>{html.escape(data['dir'])}: device {cfg['device']}, world size {cfg['world_size']}, "
-             f"size {cfg['size']}, {cfg['check']['trials']} trials per check, hardware profile {html.escape(cfg['hardware'])}, "
+             f"size {cfg['size']}, {cfg['check']['trials']} trials per check, {hardware}"
              f"up to {cfg['samples']} samples per problem. " + html.escape(DEFINITIONS) + "</p>",
              "<h2>Per model and mode</h2>", _table(summary_rows(data), "summary"),
              "<h2>fast_p: correct and more than p times faster</h2>", _table(fast_p_rows(data), "fast_p"),
-             "<div class='plots'>" + "".join(f"<img alt='{k}' src='data:image/png;base64,{v}'>" for k, v in images.items()) + "</div>",
+             "<div class='plots'>" + "".join(f"<figure{wide if k == 'modes' else ''}><img alt='{k}' src='data:image/png;base64,{v}'></figure>"
+                                             for k, v in images.items()) + "</div>",
              "<h2>Failures</h2>", _table(failure_rows(data), "failures"),
              "<h2>Per category</h2>", _table(data["categories"], "categories")]
     if other is not None:
@@ -361,21 +388,73 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     write_atomic(path, f.getvalue())
 
 
+KEYS = ("model", "mode", "category")
+
+
+def _fit(rows: list[dict[str, Any]], width: int) -> list[tuple[list[str], list[list[str]]]]:
+    """Split a table's columns into pieces that fit `width` characters, each piece repeating the
+    key columns (model, mode, category); a header wraps at its spaces, a number is never cut."""
+    cols = list(rows[0])
+    cells = {c: [_fmt(r[c]) for r in rows] for c in cols}
+    need = {c: max([len(v) for v in cells[c]] + [len(w) for w in c.split()] + [min(len(c), 10)]) + 3 for c in cols}
+    keys = [c for c in cols if c in KEYS]
+    pieces: list[list[str]] = [[]]
+    for c in (c for c in cols if c not in KEYS):
+        used = 1 + sum(need[k] for k in keys + pieces[-1])
+        if pieces[-1] and used + need[c] > width:
+            pieces.append([])
+        pieces[-1].append(c)
+    out = []
+    for piece in pieces:
+        header = [textwrap.fill(c, need[c] - 3, break_long_words=False) for c in keys + piece]
+        out.append((header, [[cells[c][i] for c in keys + piece] for i in range(len(rows))]))
+    return out
+
+
+def _abbreviate(rows: list[dict[str, Any]], names: dict[str, str], field: str) -> list[dict[str, Any]]:
+    return [{**r, field: names.get(r[field], r[field])} if field in r else r for r in rows]
+
+
 def print_tables(data: dict[str, Any], other: dict[str, Any] | None) -> None:
+    """The report's tables, laid out for the terminal's width (80 columns in a pipe, or COLUMNS):
+    a table too wide is split into pieces that repeat the model and mode, and where the model and
+    mode columns would take half the width, models are named M1, M2, ... with a legend."""
     from rich.console import Console
     from rich.table import Table
 
     console = Console()
+    width = console.width
     keep = re.compile(r"^(model|mode|problems|samples|pass@.*|fast_1@.*|geomean speedup|roofline fraction|cost \$)$")
-    for title, rows in (("per model and mode", [{k: v for k, v in r.items() if keep.match(k)} for r in summary_rows(data)]),
-                        ("fast_p", fast_p_rows(data)), ("failures", failure_rows(data)), ("per category", data["categories"]),
-                        *([(f"compared with {other['run']}", compare_rows(data, other))] if other else [])):
-        table = Table(title=f"{data['run']}: {title}", title_justify="left")
-        for k in rows[0] if rows else []:
-            table.add_column(k, justify="left" if k in ("model", "mode", "category") else "right")
-        for r in rows:
-            table.add_row(*(_fmt(v) for v in r.values()))
-        console.print(table)
+    tables = [("per model and mode", [{k: v for k, v in r.items() if keep.match(k)} for r in summary_rows(data)]),
+              ("fast_p", fast_p_rows(data)), ("failures", failure_rows(data)), ("per category", data["categories"])]
+    legend = []
+    if other:
+        rows = compare_rows(data, other)
+        runs = {data["run"]: "A", (other["run"] if other["run"] != data["run"] else f"{other['run']} ({other['dir']})"): "B"}
+        rows = [{re.sub(r"^(.*): ", lambda m: runs.get(m.group(1), m.group(1)) + ": ", k): v for k, v in r.items()} for r in rows]
+        tables.append((f"compared with {other['run']}", rows))
+        legend += [f"{short} = {name}" for name, short in runs.items()]
+    models = sorted({r["model"] for _, rows in tables for r in rows if "model" in r})
+    if max(map(len, models), default=0) + 15 > 0.45 * width:  # model and mode would take half the width
+        names = {m: f"M{i}" for i, m in enumerate(models, 1)}
+        tables = [(t, _abbreviate(rows, names, "model")) for t, rows in tables]
+        legend = [f"{short} = {m}" for m, short in names.items()] + legend
+    for title, rows in tables:
+        if not rows:
+            continue
+        pieces = _fit(rows, width)
+        for n, (header, body) in enumerate(pieces, 1):
+            part = f" ({n}/{len(pieces)})" if len(pieces) > 1 else ""
+            table = Table(title=f"{data['run']}: {title}{part}", title_justify="left")
+            for h in header:
+                table.add_column(h, justify="left" if h in KEYS else "right", no_wrap=True)
+            for r in body:
+                table.add_row(*r)
+            console.print(table)
+    for line in legend:
+        console.print(line, highlight=False, overflow="fold")
+    if not sys.stdout.isatty():
+        console.print(f"(not a terminal: tables laid out for {width} columns; set COLUMNS to change)", highlight=False)
 
 
 def report(
