@@ -262,8 +262,9 @@ def make_executor(cfg: ExperimentConfig):
                 raise ConfigError(f"gpus: {cfg.gpus}: this machine has GPUs {pool.gpus or 'none'} {pool.note}".strip())
             pool = GpuPool(pool.links, cfg.gpus)
         if len(pool.gpus) < cfg.world_size:
-            raise ConfigError(f"world_size {cfg.world_size} needs {cfg.world_size} GPUs; the pool has {len(pool.gpus)} "
-                              f"{pool.note} (on a machine without GPUs use device=cpu)".strip())
+            note = f" ({pool.note})" if pool.note else ""
+            raise ConfigError(f"world_size {cfg.world_size} needs {cfg.world_size} GPUs; the pool has {len(pool.gpus)}{note}: "
+                              "this needs a GPU machine, or device=cpu")
     return LocalExecutor(cfg.llm_concurrency, pool)
 
 
