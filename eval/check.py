@@ -1,26 +1,35 @@
 """The checker: one process per rank, spawned once per check, every deadline enforced here.
 
 check() refuses what must not run (NVLink multicast where the environment disables it),
-catches syntax errors without starting anything, then starts `python -m eval.worker` once per
-rank, follows each rank's progress lines, kills every rank when one dies or misses its
-deadline, and folds what they reported into a CheckResult.
+catches syntax errors without starting anything, then starts two processes per rank: a judge
+(eval/judge.py: ours, never imports the candidate) and a runner (eval/runner.py: the candidate's
+process, confined by eval/confine.py), joined by a socket. It follows the judges' progress
+lines, kills everything when one fails or misses its deadline, and folds what they reported
+into a CheckResult. docs/checker.md has the design and its threat model.
 """
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
+import math
 import os
 import re
+import secrets
 import selectors
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import uuid
 from pathlib import Path
 
+from eval.confine import ConfineError, bwrap_argv, candidate_env, resolve
 from eval.result import CheckResult, Perf, Phases, RankDetail, Timing
 from kernels_lib import multicast
 
@@ -50,39 +59,48 @@ def _cache_dir() -> Path:
     return Path(os.environ.get("PKAGENT_CACHE", Path.home() / ".cache" / "pkagent"))
 
 
-def _rank_env(rank: int, world_size: int, fd: int, build_dir: Path) -> dict[str, str]:
-    env = multicast.off_env() if multicast.disabled_by() else dict(os.environ)
-    env.update(
-        RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_WORLD_SIZE=str(world_size),
-        PKAGENT_CHECK_FD=str(fd), PYTHONUNBUFFERED="1",
-        TORCH_EXTENSIONS_DIR=str(build_dir),  # load_inline builds of different candidates never collide
-        PYTHONPATH=os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
-    )
-    env.setdefault("OMP_NUM_THREADS", "1")
-    return env
+def _raw_nccl(sources: dict[str, str]) -> dict[str, int]:
+    """NCCL called past torch.distributed (cupy.cuda.nccl, ctypes on libnccl, ncclAllReduce in
+    C++): counted in the candidate's sources, since such calls never reach a process group."""
+    found: dict[str, int] = {}
+    for text in sources.values():
+        for m in re.finditer(r"\bnccl(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|Send|Recv|AllToAll|GroupStart)\b|cupy\.cuda\.nccl|libnccl", text):
+            key = "nccl (in source): " + m.group(0)
+            found[key] = found.get(key, 0) + 1
+    return found
 
 
-def _perf(problem, timings: dict[int, dict], world_size: int, size: float, device: str, hardware: str) -> Perf:
-    def fold(which: str) -> Timing:
-        per_rank = [sorted(t[which]["ms"]) for t in timings.values()]
-        med = [ms[len(ms) // 2] for ms in per_rank]
-        worst = max(range(len(med)), key=med.__getitem__)
-        return Timing(median_ms=med[worst], min_ms=per_rank[worst][0], max_ms=per_rank[worst][-1],
-                      batches=len(per_rank[worst]), calls_per_batch=timings[0][which]["calls"])
+def _timing(calls: int, ms: list[float], host: float) -> Timing:
+    s = sorted(ms)
+    return Timing(median_ms=s[len(s) // 2], min_ms=s[0], max_ms=s[-1], batches=len(s), calls_per_batch=calls,
+                  host_fraction=host, host_bound=host > 0.9)
 
-    ref, cand = fold("reference"), fold("candidate")
-    perf = Perf(reference=ref, candidate=cand, speedup=ref.median_ms / cand.median_ms)
+
+def _perf(problem, timed: dict, world_size: int, size: float, device: str, hardware: str) -> tuple[Perf, str | None]:
+    """The Perf of the judges' timed pairs; and, where the candidate measured faster than the
+    hardware's peak can move its bytes, why that cannot be (a cheat or a broken clock)."""
+    ref = _timing(timed["calls"], timed["ref_ms"], timed["ref_host"])
+    cand = _timing(timed["calls"], timed["cand_ms"], timed["cand_host"])
+    lo, hi = timed["ci"]
+    perf = Perf(reference=ref, candidate=cand, speedup=timed["speedup"], speedup_ci=(lo, hi), pairs=timed["pairs"],
+                verified_calls=timed["verified"], timing_s=timed["seconds"])
+    impossible = None
     if problem.roofline is not None and device == "cuda":
         import configs
 
         hw = configs.load_hardware(hardware)
-        terms = problem.roofline(world_size, size).seconds(hw.link_gbs, hw.hbm_gbs, hw.bf16_tflops)
+        roof = problem.roofline(world_size, size)
+        terms = roof.seconds(hw.link_gbs, hw.hbm_gbs, hw.bf16_tflops)
         perf.hardware = hw.name
         perf.roofline_ms = terms["bound"] * 1e3
         perf.roofline_terms_ms = {k: v * 1e3 for k, v in terms.items() if k != "bound"}
         perf.reference_roofline_fraction = perf.roofline_ms / ref.median_ms
         perf.candidate_roofline_fraction = perf.roofline_ms / cand.median_ms
-    return perf
+        floor_ms = roof.seconds(hw.link_peak_gbs, hw.hbm_peak_gbs, hw.bf16_peak_tflops)["bound"] * 1e3
+        if cand.median_ms < 0.9 * floor_ms:
+            impossible = (f"the candidate measured {cand.median_ms * 1e3:.1f} us per call, under the {floor_ms * 1e3:.1f} us that "
+                          f"{hw.name}'s peak bandwidth and FLOPs allow for this problem: outputs it did not compute, or a clock it fooled")
+    return perf, impossible
 
 
 def _ended(code: int) -> str:
@@ -90,26 +108,52 @@ def _ended(code: int) -> str:
 
 
 class Ranks:
-    """The rank processes of one check and what they have reported: each rank writes JSON
-    progress lines to its own pipe; its stdout and stderr go to DIR/rankN.log."""
+    """The processes of one check: a judge per rank (ours: progress lines on a pipe each) and
+    the candidate's runners (confined; each talks only to its judge, over a socket)."""
 
-    def __init__(self, world_size: int, tmp: Path, cwd: Path, env_for) -> None:
-        self.world_size, self.tmp = world_size, tmp
-        self.procs: list[subprocess.Popen] = []
+    def __init__(self, world_size: int, tmp: Path, run: Path, mode: str, extra_env: tuple[str, ...], build: Path) -> None:
+        self.world_size, self.tmp, self.run = world_size, tmp, run
+        self.tag = uuid.uuid4().hex
+        self.judges: list[subprocess.Popen] = []
+        self.runners: list[subprocess.Popen] = []
         self.logs = []
-        self.readers: dict[int, int] = {}  # pipe fd -> rank
+        self.readers: dict[int, int] = {}
         self.buffers: dict[int, bytes] = {}
         self.sel = selectors.DefaultSelector()
-        for rank in range(world_size):
+        pairs = [socket.socketpair() for _ in range(world_size)]
+        env = candidate_env(run / "home", run / "tmp", extra_env)
+        env.update(PKAGENT_CHECK_TAG=self.tag, WORLD_SIZE=str(world_size),
+                   TORCH_EXTENSIONS_DIR=str(build / "torch_extensions"), PKAGENT_CACHE=str(build))
+        runner_fds = [b.fileno() for _, b in pairs]
+        logs = run / "logs"
+        if mode == "bwrap":
+            argv = bwrap_argv([run, build], run / "cand", run / "tmp")
+            self.runners.append(subprocess.Popen(
+                [*argv, sys.executable, "-m", "eval.runner", str(run / "spec.json"), "launch"],
+                env={**env, "PKAGENT_RUNNER_FDS": ",".join(map(str, runner_fds))}, pass_fds=runner_fds,
+                stdout=open(logs / "launcher.log", "wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True))
+        else:
+            for rank, fd in enumerate(runner_fds):
+                self.runners.append(subprocess.Popen(
+                    [sys.executable, "-m", "eval.runner", str(run / "spec.json"), str(rank)],
+                    env={**env, "PKAGENT_RUNNER_FD": str(fd), "RANK": str(rank), "LOCAL_RANK": str(rank),
+                         "PKAGENT_PARENT_PID": str(os.getpid())}, pass_fds=(fd,),
+                    stdout=open(logs / f"rank{rank}.log", "wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    cwd=str(run / "cand"), start_new_session=True))
+        judge_env = {**candidate_env(tmp / "judge", tmp / "judge", extra_env), "PKAGENT_PARENT_PID": str(os.getpid())}
+        for rank, (mine, theirs) in enumerate(pairs):
+            theirs.close()
             r, w = os.pipe()
-            log = open(tmp / f"rank{rank}.log", "wb")
+            log = open(tmp / f"judge{rank}.log", "wb")
             self.logs.append(log)
-            self.procs.append(subprocess.Popen(
-                [sys.executable, "-m", "eval.worker", str(tmp / "spec.json"), str(rank)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(cwd),
-                env=env_for(rank, w), pass_fds=(w,), start_new_session=True,
-            ))
+            self.judges.append(subprocess.Popen(
+                [sys.executable, "-m", "eval.judge", str(tmp / "judge.json"), str(rank)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(tmp / "judge"),
+                env={**judge_env, "PKAGENT_CHECK_FD": str(w), "PKAGENT_JUDGE_FD": str(mine.fileno())},
+                pass_fds=(w, mine.fileno()), start_new_session=True))
             os.close(w)
+            mine.close()
             self.readers[r], self.buffers[r] = rank, b""
             self.sel.register(r, selectors.EVENT_READ)
         self.events: dict[int, list[dict]] = {r: [] for r in range(world_size)}
@@ -122,8 +166,18 @@ class Ranks:
     def has(self, rank: int, event: str) -> bool:
         return any(e.get("event") == event for e in self.events[rank])
 
+    def runner_end(self, rank: int) -> str:
+        """How rank `rank`'s candidate process ended, where that is known."""
+        if len(self.runners) == self.world_size:
+            code = self.runners[rank].poll()
+            return "" if code is None else _ended(code)
+        try:
+            return _ended(int((self.run / "logs" / f"rank{rank}.exit").read_text()))
+        except (OSError, ValueError):
+            return ""
+
     def pump(self, wait: float) -> None:
-        """Read every progress line the ranks have written, waiting up to `wait` seconds."""
+        """Read every progress line the judges have written, waiting up to `wait` seconds."""
         for key, _ in self.sel.select(timeout=wait):
             chunk, rank = os.read(key.fd, 1 << 16), self.readers[key.fd]
             if not chunk:
@@ -142,22 +196,28 @@ class Ranks:
                 if name in ("ready", "collectives", "done") and all(self.has(r, name) for r in self.events):
                     self.marks.setdefault(name, time.perf_counter())
                 if name == "error" and self.failure is None:
-                    self.failure = (ev["status"], f"rank {rank}: {ev['message']}", rank)
-                elif name == "trial" and ev.get("cheating") and self.failure is None:
-                    self.failure = ("cheating_detected", f"rank {rank}: {ev['message']}", rank)
+                    message = ev["message"]
+                    if "ended without answering" in message:
+                        time.sleep(0.2)
+                        how = self.runner_end(rank)
+                        message += f" ({how})" if how else ""
+                    self.failure = (ev["status"], f"rank {rank}: {message}", rank)
+                elif name == "trial" and not ev.get("ok") and self.failure is None:
+                    self.failure = ("cheating_detected" if ev.get("cheating") else "incorrect", f"rank {rank}: {ev['message']}", rank)
                 elif name == "done":
                     self.done.add(rank)
 
     def follow(self, timeout: float) -> None:
-        """Until every rank is done or one fails: dies, reports an error, or makes no progress
-        for `timeout` seconds (then the ranks behind the others are the stuck ones)."""
+        """Until every judge is done or one reports a failure, dies, or makes no progress for
+        `timeout` seconds (then the ranks behind the others are the stuck ones)."""
         while len(self.done) < self.world_size and self.failure is None:
             self.pump(0.5)
-            for rank, p in enumerate(self.procs):
+            for rank, p in enumerate(self.judges):
                 if self.failure is None and p.poll() is not None and rank not in self.done:
                     self.pump(0.2)  # what it wrote before it ended
                     if self.failure is None and rank not in self.done:
-                        self.failure = ("runtime_error", f"rank {rank} process ended ({_ended(p.returncode)}) before finishing the check", rank)
+                        self.failure = ("runtime_error", f"the checker's rank {rank} process ended ({_ended(p.returncode)}); "
+                                        "this is a bug in the checker or the machine, not the candidate", rank)
             now = time.monotonic()
             late = [r for r in range(self.world_size) if r not in self.done and now - self.last_progress[r] > timeout]
             if late and self.failure is None:
@@ -166,38 +226,44 @@ class Ranks:
                 where = self.events[self.stuck[0]][-1]["event"] if self.events[self.stuck[0]] else "start-up"
                 self.failure = ("timeout", f"ranks {self.stuck} made no progress for {timeout:g} s (last step: {where}); "
                                 "a deadlock (mismatched collectives, a wait that is never signalled) or a hang", None)
-        if self.failure and self.failure[0] == "runtime_error":
-            # A rank that died silently is the cause; its peers' errors (connection reset,
-            # NCCL abort) are the effect. Give the death a moment to show before blaming.
-            time.sleep(0.3)
-            self.pump(0.2)
-            for rank, p in enumerate(self.procs):
-                if p.poll() and rank != self.failure[2] and not self.has(rank, "error"):
-                    self.failure = ("runtime_error", f"rank {rank} process ended ({_ended(p.returncode)}) before finishing the check", rank)
-                    break
 
     def close(self) -> None:
-        """End every rank process group (SIGKILL after a failure) and wait for them."""
-        for p in self.procs:
+        """Kill the candidate's processes (their process group or sandbox, then any process that
+        still carries this check's tag: one that left the group), then end the judges."""
+        for p in self.runners + self.judges:
             if p.poll() is None:
                 try:
-                    os.killpg(p.pid, signal.SIGKILL if self.failure else signal.SIGTERM)
+                    os.killpg(p.pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-        deadline = time.monotonic() + 10
-        for p in self.procs:
+        for pid in tagged(self.tag):
             try:
-                p.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for p in self.runners + self.judges:
+            p.wait()
         for log in self.logs:
             log.close()
         self.sel.close()
 
 
+def tagged(tag: str) -> list[int]:
+    """Live processes whose environment carries PKAGENT_CHECK_TAG=tag (Linux /proc)."""
+    needle = f"PKAGENT_CHECK_TAG={tag}".encode()
+    found = []
+    for entry in glob.glob("/proc/[0-9]*"):
+        try:
+            with open(f"{entry}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    found.append(int(entry[6:]))
+        except (OSError, ValueError):
+            continue
+    return [pid for pid in found if pid != os.getpid()]
+
+
 def _fold(ranks: Ranks, base: dict, tmp: Path, perf: bool, t_start: float) -> CheckResult:
-    """What the ranks reported, as one CheckResult (without timings)."""
+    """What the judges reported, as one CheckResult (without timings)."""
     events, failure, world_size = ranks.events, ranks.failure, ranks.world_size
     t_end, marks = time.perf_counter(), ranks.marks
     phases = Phases(
@@ -209,33 +275,31 @@ def _fold(ranks: Ranks, base: dict, tmp: Path, perf: bool, t_start: float) -> Ch
     details = []
     for r in range(world_size):
         bad = next((e for e in events[r] if e.get("event") in ("trial", "error") and not e.get("ok")), None)
-        fresh = next((e for e in events[r] if e.get("event") == "fresh"), None)
         if bad:
             details.append(RankDetail(rank=r, ok=False, trial=bad.get("trial"), message=bad.get("message", ""),
                                       max_abs_err=bad.get("max_abs_err"), max_rel_err=bad.get("max_rel_err"),
                                       first_mismatch=bad.get("first_mismatch"), output_path=bad.get("output_path", "")))
-        elif fresh and not fresh["ok"]:
-            details.append(RankDetail(rank=r, ok=False, message="stale result after inputs changed in place: " + fresh.get("message", "")))
         else:
             details.append(RankDetail(rank=r, ok=r in ranks.done))
     log_tail = ""
-    if failure or any(not d.ok for d in details):
-        rank = failure[2] if failure and failure[2] is not None else next((d.rank for d in details if not d.ok), 0)
-        text = (tmp / f"rank{rank}.log").read_text(errors="replace")
+    if failure:
+        rank = failure[2] if failure[2] is not None else (ranks.stuck or [0])[0]
         err = next((e for e in events[rank] if e.get("event") == "error"), {})
-        log_tail = (err.get("tail") or "") + ("\n" + text[-3000:] if text else "")
-    first = next((d for d in details if not d.ok), None)
+        texts = [err.get("tail") or ""]
+        for name in ("launcher.log", f"rank{rank}.log"):
+            f = ranks.run / "logs" / name
+            if f.is_file():
+                texts.append(f.read_text(errors="replace")[-3000:])
+        if err.get("harness"):
+            texts.append((tmp / f"judge{rank}.log").read_text(errors="replace")[-3000:])
+        log_tail = "\n".join(t for t in texts if t)
     if failure:
         status, message, _ = failure
-    elif first and first.message.startswith("stale result"):
-        status, message = "cheating_detected", first.message
-    elif first:
-        status, message = "incorrect", f"rank {first.rank}, trial {first.trial}: {first.message}"
     else:
         status, message = "correct", f"all {world_size} ranks match the reference on {base['trials']} trials"
     return CheckResult(
         status=status, **base, message=message, ranks=details, stuck_ranks=ranks.stuck, phases=phases, log_tail=log_tail[-6000:],
-        trials_passed=min(sum(1 for e in events[r] if e.get("event") == "trial" and e["ok"]) for r in range(world_size)),
+        trials_passed=min(sum(1 for e in events[r] if e.get("event") == "trial" and e.get("ok")) for r in range(world_size)),
         collectives=next((e["counts"] for e in events[0] if e.get("event") == "collectives"), {}),
     )
 
@@ -252,14 +316,27 @@ def check(
     hardware: str = "h200_2",
     suite: str | None = None,
     seed: int = 0,
-    batches: int = 15,
+    batches: int = 10,
     batch_s: float = 0.02,
     warmup_s: float = 0.2,
+    repeats: int = 16,
+    ci_width: float = 0.02,
+    time_budget_s: float | None = None,
+    max_pairs: int = 200,
+    confine: str = "auto",
+    pass_env: tuple[str, ...] = (),
 ) -> CheckResult:
-    """Check `candidate` against `problem`; see the module docstring and docs for the method.
+    """Check `candidate` against `problem`; see the module docstring and docs/checker.md.
 
+    `batches` is the least number of timed pairs (reference batch, candidate batch); pairs go
+    on until the speedup's 95 % interval is narrower than `ci_width` (relative), `max_pairs`
+    or `time_budget_s`. `repeats`: calls per trial on identical inputs (a race shows as
+    disagreement). `confine`: auto (bubblewrap where it works), bwrap, or none.
+    `time_budget_s` defaults to 10 s on CUDA and 2 s on CPU (gloo timings are for testing).
     Raises UsageError for arguments that are wrong before anything runs.
     """
+    if time_budget_s is None:
+        time_budget_s = 10.0 if device == "cuda" else 2.0
     from eval.problem import ProblemError
     from eval.suites import load, qualify
 
@@ -269,8 +346,16 @@ def check(
         raise UsageError(f"candidate {candidate}: no such file")
     if device not in ("cuda", "cpu"):
         raise UsageError(f"--device {device!r}: expected cuda or cpu")
-    if trials < 1 or world_size < 1 or size <= 0 or timeout <= 0:
-        raise UsageError("--trials, --world-size, --size and --timeout must be positive")
+    for name, value in (("--size", size), ("--timeout", timeout), ("batch_s", batch_s), ("warmup_s", warmup_s),
+                        ("ci_width", ci_width), ("time_budget_s", time_budget_s)):
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            raise UsageError(f"{name} must be a positive finite number, not {value!r}")
+    if min(trials, world_size, batches, repeats, max_pairs) < 1:
+        raise UsageError("--trials, --world-size, --repeats and the number of timed pairs must be positive")
+    try:
+        mode = resolve(confine)
+    except ConfineError as e:
+        raise UsageError(str(e)) from None
     try:
         ref = qualify(problem, suite)
         prob = load(ref)
@@ -284,7 +369,7 @@ def check(
         if torch.cuda.device_count() < world_size:
             raise UsageError(f"--world-size {world_size} needs {world_size} GPUs; {torch.cuda.device_count()} visible (use --device cpu for gloo)")
 
-    base = dict(problem=prob.id, candidate=str(path), world_size=world_size, device=device, trials=trials)
+    base = dict(problem=prob.id, candidate=str(path), world_size=world_size, device=device, trials=trials, confinement=mode)
     sources = _sources(path)
     off = multicast.disabled_by()
     if off:
@@ -301,26 +386,66 @@ def check(
         return CheckResult(status="compile_error", **base, message=f"Python syntax error at line {e.lineno}: {e.msg}")
 
     digest = hashlib.sha256("".join(f"{k}\0{v}" for k, v in sorted(sources.items())).encode()).hexdigest()[:16]
-    build_dir = _cache_dir() / "torch_extensions" / digest
-    build_dir.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix="pkagent-check-"))
-    from torch.distributed import TCPStore
-
-    # The rendezvous store lives here, on a port the kernel picked: no race for a free port.
-    store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-    spec = dict(problem=ref, candidate=str(path), world_size=world_size, device=device, trials=trials, perf=perf,
-                size=size, seed=seed, port=store.port, batches=batches, batch_s=batch_s, warmup_s=warmup_s)
-    (tmp / "spec.json").write_text(json.dumps(spec))
-
-    ranks = Ranks(world_size, tmp, path.parent, lambda rank, fd: _rank_env(rank, world_size, fd, build_dir))
+    build = _cache_dir() / "checks" / digest  # the candidate's builds: its own folder, reused by a re-check
     try:
+        (build / "torch_extensions").mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix="pkagent-check-"))
+    except OSError as e:
+        raise UsageError(f"cannot create the check's folders ({e}); set PKAGENT_CACHE or TMPDIR to a writable place") from None
+    ranks = None
+    old = _on_sigterm()
+    try:
+        # The candidate sees a copy of exactly the sources scanned above, in a scratch folder.
+        run = tmp / "run"
+        for sub in ("cand", "logs", "home", "tmp"):
+            (run / sub).mkdir(parents=True)
+        (tmp / "judge").mkdir()
+        for name, text in sources.items():
+            (run / "cand" / name).write_text(text)
+        from torch.distributed import TCPStore
+
+        # The judges' rendezvous lives here, on a port the kernel picked; the runners meet in a FileStore.
+        store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+        (run / "spec.json").write_text(json.dumps(dict(
+            problem=ref, candidate=str(run / "cand" / path.name), world_size=world_size, device=device, size=size,
+            store=str(run / "store"), timeout=timeout)))
+        (tmp / "judge.json").write_text(json.dumps(dict(
+            problem=ref, world_size=world_size, device=device, trials=trials, perf=perf, size=size, seed=seed, port=store.port,
+            secret=secrets.randbits(62), repeats=repeats, batch_s=batch_s, warmup_s=warmup_s, max_warmup_s=3.0 if device == "cuda" else 1.0,
+            min_pairs=batches, max_pairs=max(batches, max_pairs), ci_width=ci_width, time_budget_s=time_budget_s)))
+        ranks = Ranks(world_size, tmp, run, mode, tuple(pass_env), build)
         ranks.follow(timeout)
-    finally:
         ranks.close()
-    result = _fold(ranks, base, tmp, perf, t_start)
-    if result.status == "correct" and perf:
-        timings = {r: {e["which"]: e for e in ranks.events[r] if e.get("event") == "timed"} for r in range(world_size)}
-        result.perf = _perf(prob, timings, world_size, size, device, hardware)
-    shutil.rmtree(tmp, ignore_errors=True)
-    del store
-    return result
+        result = _fold(ranks, base, tmp, perf, t_start)
+        raw = _raw_nccl(sources)
+        if raw:
+            result.collectives.update(raw)
+        timed = next((e for e in ranks.events[0] if e.get("event") == "timed"), None)
+        if result.status == "correct" and perf and timed:
+            result.perf, impossible = _perf(prob, timed, world_size, size, device, hardware)
+            if impossible:
+                result.status, result.message = "cheating_detected", impossible
+        del store
+        return result
+    finally:
+        if ranks is not None:
+            ranks.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+        _restore_sigterm(old)
+
+
+def _on_sigterm():
+    """SIGTERM as an exception while a check runs (main thread only), so that its processes
+    are killed and its folder removed on the way out."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    return signal.signal(signal.SIGTERM, stop)
+
+
+def _restore_sigterm(old) -> None:
+    if old is not None:
+        signal.signal(signal.SIGTERM, old)

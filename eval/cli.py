@@ -40,7 +40,17 @@ def report_lines(r) -> list[str]:
             roof = f", {frac:.0%} of roofline" if frac is not None else ""
             lines.append(f"  {name:9s} {_fmt_ms(t.median_ms)} median per call (range {_fmt_ms(t.min_ms)} - {_fmt_ms(t.max_ms)} over "
                          f"{t.batches} batches of {t.calls_per_batch} calls, max over ranks){roof}")
-        lines.append(f"  speedup {p.speedup:.3f}x")
+        if p.speedup_ci:
+            lo, hi = p.speedup_ci
+            lines.append(f"  speedup {p.speedup:.3f}x (95 % interval {lo:.3f} - {hi:.3f} over {p.pairs} interleaved pairs; "
+                         f"{p.verified_calls} timed calls' outputs checked)")
+            if lo <= 1 <= hi:
+                lines.append("  the interval contains 1.0: too close to call a winner (more pairs: --time-budget)")
+        else:
+            lines.append(f"  speedup {p.speedup:.3f}x")
+        for name, t in (("reference", p.reference), ("candidate", p.candidate)):
+            if t.host_bound:
+                lines.append(f"  {name}: host-bound ({t.host_fraction:.0%} of each batch spent issuing calls; the GPU mostly waited)")
         if p.roofline_ms is not None:
             terms = ", ".join(f"{k} {_fmt_ms(v)}" for k, v in p.roofline_terms_ms.items())
             lines.append(f"  roofline {_fmt_ms(p.roofline_ms)} on {p.hardware} ({terms})")

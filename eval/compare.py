@@ -120,3 +120,11 @@ def compare(
     if got is want or (type(got) is type(want) and got == want):
         return None
     return {"message": f"{where}: {got!r} ({type(got).__name__}), expected {want!r} ({type(want).__name__})", "output_path": path}
+
+
+def digest(t: torch.Tensor) -> list[float]:
+    """Two numbers that change when any value of `t` does (float64 sums of values and squares):
+    the judge and the candidate's process compare them to agree on a call's inputs."""
+    x = torch.nan_to_num(t.detach().double(), nan=7.0, posinf=11.0, neginf=-13.0).reshape(-1)
+    w = torch.arange(1, x.numel() + 1, dtype=torch.float64, device=x.device).remainder_(997).add_(1)
+    return [float(x.sum()), float((x * w).sum())]

@@ -30,19 +30,26 @@ class RankDetail(BaseModel):
 
 
 class Timing(BaseModel):
-    """Milliseconds per call; median over batches of calls, max over ranks."""
+    """Milliseconds per call, timed by the trusted side's clock: median over batches of calls,
+    each batch's time the slowest rank's."""
 
     median_ms: float
     min_ms: float
     max_ms: float
     batches: int
     calls_per_batch: int
+    host_fraction: float | None = None  # share of a batch's wall time spent issuing the calls
+    host_bound: bool | None = None  # host_fraction > 0.9: the GPU waited on the host for most of it
 
 
 class Perf(BaseModel):
     reference: Timing
     candidate: Timing
-    speedup: float  # reference median / candidate median
+    speedup: float  # median over interleaved pairs of (reference batch time / candidate batch time)
+    speedup_ci: tuple[float, float] | None = None  # 95 % bootstrap interval of that median
+    pairs: int = 0  # (reference batch, candidate batch) pairs timed, in alternating order
+    verified_calls: int = 0  # timed calls whose output was checked against the reference
+    timing_s: float = 0.0  # wall seconds of warm-up and timing
     # From the problem's roofline and a hardware profile (GPU runs of problems that have one):
     roofline_ms: float | None = None  # the lower-bound time
     roofline_terms_ms: dict[str, float] = Field(default_factory=dict)  # link, hbm, compute
@@ -67,6 +74,7 @@ class CheckResult(BaseModel):
     world_size: int
     device: Literal["cuda", "cpu"]
     trials: int
+    confinement: Literal["bwrap", "none"] | None = None  # how the candidate's processes were confined
     trials_passed: int = 0
     message: str = ""  # one line: what happened and what to do next
     ranks: list[RankDetail] = Field(default_factory=list)
@@ -79,3 +87,11 @@ class CheckResult(BaseModel):
     @property
     def ok(self) -> bool:
         return self.status == "correct"
+
+    @property
+    def conclusive(self) -> bool | None:
+        """Whether the speedup's interval lies on one side of 1 (None without timing)."""
+        if self.perf is None or self.perf.speedup_ci is None:
+            return None
+        lo, hi = self.perf.speedup_ci
+        return hi < 1 or lo > 1

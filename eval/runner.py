@@ -1,0 +1,316 @@
+"""The candidate's process for one rank: `python -m eval.runner SPEC RANK`, or
+`python -m eval.runner SPEC launch` to start every rank (inside one bubblewrap sandbox).
+
+Untrusted by design: it imports the candidate, so the candidate's code can replace anything in
+this process, this file included. Nothing it reports is believed without a check on the judge's
+side (eval/judge.py); what it offers is the service an honest candidate needs:
+
+- a process group among the runners (a FileStore in the scratch directory: no network needed);
+- `call`: build one call's inputs with the problem's own make_inputs from the judge's seed, run
+  the candidate `repeats` times on identical inputs (restored in place between repeats), send
+  the first output, the inputs after the first call and the last repeat's output back as bytes,
+  and say whether the repeats disagreed (a race);
+- `prepare` / `go` / `output`: a timed batch of calls over fresh input copies, then the output
+  of one call the judge picks after the batch is over;
+- `ping`: an empty round trip (the judge times the reference with one too, so both sides pay it).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import traceback
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from eval import compare as cmp
+from eval import wire
+
+# ProcessGroup methods: what dist.* and group objects (group.WORLD.allreduce) all go through.
+PG_METHODS = {
+    "allreduce": "all_reduce", "allreduce_coalesced": "all_reduce", "allgather": "all_gather",
+    "_allgather_base": "all_gather_into_tensor", "allgather_into_tensor_coalesced": "all_gather_into_tensor",
+    "all_gather_single": "all_gather_into_tensor", "reduce_scatter": "reduce_scatter",
+    "_reduce_scatter_base": "reduce_scatter_tensor", "reduce_scatter_tensor_coalesced": "reduce_scatter_tensor",
+    "reduce_scatter_single": "reduce_scatter_tensor", "alltoall": "all_to_all", "alltoall_base": "all_to_all_single",
+    "all_to_all_single": "all_to_all_single", "broadcast": "broadcast", "reduce": "reduce", "gather": "gather",
+    "scatter": "scatter", "send": "send", "recv": "recv", "recv_anysource": "recv", "barrier": "barrier",
+}
+
+
+class CollectiveCounter:
+    """Counts the process-group operations made while `active`, at the ProcessGroup layer."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self.counts: dict[str, int] = {}
+        pg = dist.ProcessGroup
+        for method, name in PG_METHODS.items():
+            fn = getattr(pg, method, None)
+            if fn is not None:
+                setattr(pg, method, self._wrap(name, fn))
+
+    def _wrap(self, name: str, fn: Any) -> Any:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            if self.active:
+                self.counts[name] = self.counts.get(name, 0) + 1
+            return fn(*args, **kwargs)
+
+        return counted
+
+    def __call__(self, fn: Any, *args: Any) -> Any:
+        self.active = True
+        try:
+            return fn(*args)
+        finally:
+            self.active = False
+
+
+def die_with_parent() -> None:
+    """SIGKILL this process when the one that started it dies (Linux; best effort elsewhere);
+    exit at once if it is already gone (PKAGENT_PARENT_PID names it)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    expected = os.environ.get("PKAGENT_PARENT_PID")
+    if expected and os.getppid() != int(expected):
+        os._exit(1)
+
+
+def build_error(exc: BaseException) -> bool:
+    """True for exceptions that mean 'the CUDA/C++ build failed' (nvcc, NVRTC, load_inline)."""
+    names = {type(e).__name__ for e in (exc, exc.__cause__, exc.__context__) if e is not None}
+    if names & {"BuildError", "CompileException", "NVRTCError"}:
+        return True
+    text = str(exc)
+    return "Error building extension" in text or "nvcc" in text and "error" in text.lower()
+
+
+def tail(exc: BaseException, limit: int = 4000) -> str:
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-limit:]
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()  # device-wide: work on any stream the candidate used
+
+
+def restore(dst: Any, src: Any) -> None:
+    """Copy src's tensor values into dst's tensors, in place (same addresses)."""
+    with torch.no_grad():
+        for d, s in zip(cmp.tensors(dst), cmp.tensors(src)):
+            d.copy_(s)
+
+
+def tweak(inputs: Any, draw: list[float]) -> None:
+    """x[p] = x[q] on the first tensor of `inputs` with more than one element (eval.judge.tweak)."""
+    x = next((y for y in cmp.tensors(inputs) if y.numel() > 1), None)
+    if x is not None:
+        a, b = draw
+        with torch.no_grad():
+            x.view(-1)[int(a * x.numel())] = x.view(-1)[int(b * x.numel())]
+
+
+def storages(obj: Any) -> set[int]:
+    return {t.untyped_storage().data_ptr() for t in cmp.tensors(obj) if t.numel()}
+
+
+class Runner:
+    def __init__(self, spec: dict, rank: int, sock: socket.socket) -> None:
+        self.spec, self.rank, self.sock = spec, rank, sock
+        self.world = spec["world_size"]
+        if spec["device"] == "cuda":
+            torch.cuda.set_device(rank)
+            self.device = torch.device("cuda", rank)
+        else:
+            self.device = torch.device("cpu")
+        store = dist.FileStore(spec["store"], self.world)
+        dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo", store=store, rank=rank,
+                                world_size=self.world, timeout=timedelta(seconds=spec["timeout"]),
+                                **({"device_id": self.device} if self.device.type == "cuda" else {}))
+        from eval.suites import load
+
+        self.problem = load(spec["problem"])
+        self.counter = CollectiveCounter()
+        self.solution = None
+        self.last: Any = None  # the inputs of the last `call`, for a re-call on the same tensors
+        self.copies: list[Any] = []
+        self.outs: list[Any] = []
+
+    def send(self, header: dict, tensors: list[torch.Tensor] = ()) -> None:
+        wire.send(self.sock, header, list(tensors))
+
+    def inputs(self, seed: int) -> Any:
+        return self.problem.make_inputs(self.rank, self.world, seed, self.device, self.spec["size"])
+
+    def load(self) -> bool:
+        spec = importlib.util.spec_from_file_location("candidate", self.spec["candidate"])
+        try:
+            module = importlib.util.module_from_spec(spec)
+            sys.modules["candidate"] = module
+            self.counter(spec.loader.exec_module, module)
+        except BaseException as e:  # noqa: BLE001 - anything the candidate raises at import
+            self.send({"op": "error", "status": "compile_error" if build_error(e) else "import_error",
+                       "message": f"{type(e).__name__}: {str(e)[:2000]}", "tail": tail(e)})
+            return False
+        self.solution = getattr(module, "solution", None)
+        if not callable(self.solution):
+            self.send({"op": "error", "status": "import_error", "message": "the candidate defines no function solution(*inputs)"})
+            return False
+        self.send({"op": "ready"})
+        return True
+
+    def call(self, head: dict) -> None:
+        if head.get("reuse") and self.last is not None:
+            inputs, pristine = self.last
+            restore(inputs, pristine)
+        else:
+            inputs = self.inputs(head["seed"])
+        leaves = cmp.tensors(inputs)
+        with torch.no_grad():
+            for leaf, pos, value in head.get("tweak", []):
+                leaves[leaf].view(-1)[pos] = value
+        pristine = cmp.clone(inputs)
+        self.last = (inputs, pristine)
+        digest = [cmp.digest(t) for t in leaves]
+        self.counter.counts = {}
+        first = after = last = None
+        differs = ""
+        for r in range(max(1, head.get("repeats", 1))):
+            if r:
+                restore(inputs, pristine)
+            out = (self.counter if r == 0 else (lambda f, *a: f(*a)))(self.solution, *inputs)
+            wire.flatten(out, [])  # plain data only: a lazy tensor subclass is refused before anything reads it
+            sync(self.device)
+            if r == 0:
+                first, after = cmp.clone(out), cmp.clone(inputs)
+                counts = dict(self.counter.counts)
+            else:
+                d = cmp.compare(out, first, self.problem.tolerances, self.problem.meta.strict_dtype)
+                if d and not differs:
+                    differs = f"repeat {r + 1} of {head['repeats']} on identical inputs: {d['message']}"
+            last = out
+        tensors: list[torch.Tensor] = []
+        trees = [wire.flatten(first, tensors), wire.flatten(after, tensors), wire.flatten(last, tensors)]
+        self.send({"op": "result", "out": trees[0], "inputs": trees[1], "last": trees[2], "digest": digest,
+                   "differs": differs, "counts": counts}, tensors)
+
+    def prepare(self, head: dict) -> None:
+        self.copies = [self.inputs(s) for s in head["seeds"]]
+        self.outs = []
+        sync(self.device)
+        self.send({"op": "prepared"})
+
+    def go(self, head: dict) -> None:
+        """The timed loop: each copy changed at the judge's positions, then as little as possible
+        between the calls (the judge's reference loop is the same), then a device-wide sync so
+        work on any stream counts."""
+        fn, copies, k, outs = self.solution, self.copies, len(self.copies), []
+        t0 = time.perf_counter()
+        for c, draw in zip(copies, head["draws"]):
+            tweak(c, draw)
+        for i in range(head["calls"]):
+            outs.append(fn(*copies[i % k]))
+        t1 = time.perf_counter()
+        sync(self.device)
+        t2 = time.perf_counter()
+        self.outs = outs
+        self.send({"op": "done", "enqueue_s": t1 - t0, "loop_s": t2 - t0})
+
+    def aliases(self, head: dict) -> None:
+        """The calls of the last batch whose output no later call overwrote: neither a buffer
+        returned again later, nor an input it aliases that a later call on the same copy changed."""
+        k, outs = len(self.copies), self.outs
+        own = [storages(o) for o in outs]
+        ins = [storages(c) for c in self.copies]
+        later: set[int] = set()
+        ok = []
+        for j in range(len(outs) - 1, -1, -1):
+            if not own[j] & later and not (own[j] & ins[j % k] and j + k < len(outs)):
+                ok.append(j)
+            later |= own[j]
+        self.send({"op": "aliases", "verifiable": ok[::-1]})
+
+    def output(self, head: dict) -> None:
+        j, tensors = head["call"], []
+        tree = wire.flatten(self.outs[j], tensors) if 0 <= j < len(self.outs) else None
+        self.outs = []
+        self.send({"op": "output", "out": tree}, tensors)
+
+    def serve(self) -> None:
+        handlers = {"call": self.call, "prepare": self.prepare, "go": self.go, "aliases": self.aliases,
+                    "output": self.output, "ping": lambda h: self.send({"op": "pong"})}
+        while True:
+            head, _ = wire.recv(self.sock)
+            if head["op"] == "exit":
+                return
+            if head.get("cpus"):
+                os.sched_setaffinity(0, head["cpus"])
+            try:
+                handlers[head["op"]](head)
+            except wire.BadOutput as e:
+                self.send({"op": "error", "status": "bad_output", "message": f"the candidate returned {e}"})
+                return
+            except BaseException as e:  # noqa: BLE001
+                self.send({"op": "error", "status": "compile_error" if build_error(e) else "runtime_error",
+                           "message": f"{type(e).__name__}: {str(e)[:2000]}", "tail": tail(e)})
+                return
+
+
+def run_rank(spec_path: str, rank: int) -> None:
+    import json
+
+    die_with_parent()
+    spec = json.loads(open(spec_path).read())
+    sock = socket.socket(fileno=int(os.environ["PKAGENT_RUNNER_FD"]))
+    try:
+        runner = Runner(spec, rank, sock)
+        if runner.load():
+            runner.serve()
+    except BaseException as e:  # noqa: BLE001 - say what happened, then die
+        try:
+            wire.send(sock, {"op": "error", "status": "runtime_error", "message": f"{type(e).__name__}: {str(e)[:2000]}", "tail": tail(e)})
+        finally:
+            os._exit(3)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def launch(spec_path: str) -> None:
+    """Start every rank as a child, inside the one sandbox so that they share its network and IPC
+    namespaces, each with its socket (PKAGENT_RUNNER_FDS); write how each ended to logs/rankN.exit."""
+    die_with_parent()
+    fds = [int(f) for f in os.environ.pop("PKAGENT_RUNNER_FDS").split(",")]
+    logs = os.path.join(os.path.dirname(spec_path), "logs")
+    procs = {}
+    for rank, fd in enumerate(fds):
+        env = dict(os.environ, PKAGENT_RUNNER_FD=str(fd), RANK=str(rank), LOCAL_RANK=str(rank), PKAGENT_PARENT_PID=str(os.getpid()))
+        with open(os.path.join(logs, f"rank{rank}.log"), "ab") as log:
+            p = subprocess.Popen([sys.executable, "-m", "eval.runner", spec_path, str(rank)], env=env, pass_fds=(fd,),
+                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        procs[p.pid] = rank
+        os.close(fd)
+    while procs:
+        pid, status = os.wait()
+        if pid in procs:
+            code = os.waitstatus_to_exitcode(status)
+            with open(os.path.join(logs, f"rank{procs.pop(pid)}.exit"), "w") as f:
+                f.write(str(code))
+
+
+if __name__ == "__main__":
+    if sys.argv[2] == "launch":
+        launch(sys.argv[1])
+    else:
+        run_rank(sys.argv[1], int(sys.argv[2]))
