@@ -111,7 +111,8 @@ class Ranks:
     """The processes of one check: a judge per rank (ours: progress lines on a pipe each) and
     the candidate's runners (confined; each talks only to its judge, over a socket)."""
 
-    def __init__(self, world_size: int, tmp: Path, run: Path, mode: str, extra_env: tuple[str, ...], build: Path) -> None:
+    def __init__(self, world_size: int, tmp: Path, run: Path, mode: str, extra_env: tuple[str, ...], build: Path,
+                 readable: list[Path]) -> None:
         self.world_size, self.tmp, self.run = world_size, tmp, run
         self.tag = uuid.uuid4().hex
         self.judges: list[subprocess.Popen] = []
@@ -127,7 +128,7 @@ class Ranks:
         runner_fds = [b.fileno() for _, b in pairs]
         logs = run / "logs"
         if mode == "bwrap":
-            argv = bwrap_argv([run, build], run / "cand", run / "tmp")
+            argv = bwrap_argv([run, build], run / "cand", run / "tmp", readable)
             self.runners.append(subprocess.Popen(
                 [*argv, sys.executable, "-m", "eval.runner", str(run / "spec.json"), "launch"],
                 env={**env, "PKAGENT_RUNNER_FDS": ",".join(map(str, runner_fds))}, pass_fds=runner_fds,
@@ -279,8 +280,8 @@ def _fold(ranks: Ranks, base: dict, tmp: Path, perf: bool, t_start: float) -> Ch
             details.append(RankDetail(rank=r, ok=False, trial=bad.get("trial"), message=bad.get("message", ""),
                                       max_abs_err=bad.get("max_abs_err"), max_rel_err=bad.get("max_rel_err"),
                                       first_mismatch=bad.get("first_mismatch"), output_path=bad.get("output_path", "")))
-        else:
-            details.append(RankDetail(rank=r, ok=r in ranks.done))
+        else:  # done, or stopped because another rank failed first
+            details.append(RankDetail(rank=r, ok=r in ranks.done or (failure is not None and failure[2] not in (None, r))))
     log_tail = ""
     if failure:
         rank = failure[2] if failure[2] is not None else (ranks.stuck or [0])[0]
@@ -413,7 +414,8 @@ def check(
             problem=ref, world_size=world_size, device=device, trials=trials, perf=perf, size=size, seed=seed, port=store.port,
             secret=secrets.randbits(62), repeats=repeats, batch_s=batch_s, warmup_s=warmup_s, max_warmup_s=3.0 if device == "cuda" else 1.0,
             min_pairs=batches, max_pairs=max(batches, max_pairs), ci_width=ci_width, time_budget_s=time_budget_s)))
-        ranks = Ranks(world_size, tmp, run, mode, tuple(pass_env), build)
+        suite_root = [Path(ref[len("pkb:"):].rpartition("::")[0])] if ref.startswith("pkb:") else []
+        ranks = Ranks(world_size, tmp, run, mode, tuple(pass_env), build, suite_root)
         ranks.follow(timeout)
         ranks.close()
         result = _fold(ranks, base, tmp, perf, t_start)

@@ -67,9 +67,9 @@ def _code_dirs() -> list[str]:
     return sorted(d for d in dirs if os.path.isdir(d) and d != "/")
 
 
-def bwrap_argv(writable: list[Path], cwd: Path, tmp: Path, shm_bytes: int = 8 << 30) -> list[str]:
-    """bubblewrap's arguments: all namespaces new (no network), the system and the code
-    read-only, `writable` folders writable, /tmp private, GPUs usable, dies with its parent."""
+def bwrap_argv(writable: list[Path], cwd: Path, tmp: Path, readable: list[Path] = (), shm_bytes: int = 8 << 30) -> list[str]:
+    """bubblewrap's arguments: all namespaces new (no network), the system, the code and
+    `readable` read-only, `writable` folders writable, /tmp private, GPUs usable, dies with its parent."""
     argv = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]
     for d in SYSTEM_DIRS:
         if os.path.islink(d):
@@ -77,7 +77,7 @@ def bwrap_argv(writable: list[Path], cwd: Path, tmp: Path, shm_bytes: int = 8 <<
         elif os.path.isdir(d):
             argv += ["--ro-bind", d, d]
     argv += ["--bind", str(tmp), "/tmp"]  # first: code under /tmp is bound on top of it
-    for d in _code_dirs():
+    for d in [*_code_dirs(), *map(str, readable)]:
         argv += ["--ro-bind", d, d]
     argv += ["--ro-bind", "/sys", "/sys", "--proc", "/proc", "--dev", "/dev", "--size", str(shm_bytes), "--tmpfs", "/dev/shm"]
     for node in sorted(glob.glob("/dev/nvidia*")):

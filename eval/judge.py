@@ -200,7 +200,7 @@ class Judge:
             want_out, want_in, digest = refs[t]
             self.same_inputs(head.get("digest"), digest, f"trial {t}")
             self.check(self.tree(head, "out", tensors), want_out, f"trial {t}")
-            self.check(self.tree(head, "inputs", tensors), want_in, f"trial {t}: the candidate changed its inputs", "inputs")
+            self.check(self.tree(head, "inputs", tensors), cmp.tensors(want_in), f"trial {t}: the candidate changed its inputs", "inputs")
             self.check(self.tree(head, "last", tensors), want_out, f"trial {t}, repeat {spec['repeats']} on the same inputs")
             if head.get("differs"):
                 self.fail("incorrect", f"trial {t}: nondeterministic output (a race?): {str(head['differs'])[:1500]}")

@@ -135,8 +135,9 @@ class Runner:
         else:
             self.device = torch.device("cpu")
         store = dist.FileStore(spec["store"], self.world)
+        # No collective timeout of our own here: the parent's no-progress deadline decides (a deadlock is a `timeout`).
         dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo", store=store, rank=rank,
-                                world_size=self.world, timeout=timedelta(seconds=spec["timeout"]),
+                                world_size=self.world, timeout=timedelta(seconds=max(1800, 10 * spec["timeout"])),
                                 **({"device_id": self.device} if self.device.type == "cuda" else {}))
         from eval.suites import load
 
@@ -201,7 +202,7 @@ class Runner:
                     differs = f"repeat {r + 1} of {head['repeats']} on identical inputs: {d['message']}"
             last = out
         tensors: list[torch.Tensor] = []
-        trees = [wire.flatten(first, tensors), wire.flatten(after, tensors), wire.flatten(last, tensors)]
+        trees = [wire.flatten(first, tensors), wire.flatten(cmp.tensors(after), tensors), wire.flatten(last, tensors)]
         self.send({"op": "result", "out": trees[0], "inputs": trees[1], "last": trees[2], "digest": digest,
                    "differs": differs, "counts": counts}, tensors)
 

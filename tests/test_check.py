@@ -24,7 +24,10 @@ def test_honest_candidate_is_correct_with_perf():
     assert r.trials_passed == 3 and all(d.ok for d in r.ranks)
     assert r.collectives == {"all_reduce": 3}
     assert r.perf.reference.median_ms > 0 and r.perf.candidate.median_ms > 0
-    assert r.perf.speedup == pytest.approx(r.perf.reference.median_ms / r.perf.candidate.median_ms)
+    lo, hi = r.perf.speedup_ci
+    assert lo <= r.perf.speedup <= hi and r.perf.pairs >= 10
+    assert r.perf.verified_calls == r.perf.pairs  # one timed call of every candidate batch checked
+    assert r.confinement in ("bwrap", "none")
     assert r.perf.roofline_ms is None  # no roofline for CPU runs
     assert r.phases.total_s >= r.phases.startup_s > 0
 
@@ -38,7 +41,7 @@ def test_honest_candidate_is_correct_with_perf():
         ("wrong_on_one_rank", "incorrect", "rank 1"),
         ("nan_output", "incorrect", "first at [0]"),
         ("wrong_dtype", "incorrect", "dtype torch.float32, expected torch.bfloat16"),
-        ("tampers", "cheating_detected", "replaced eval.compare.compare"),
+        ("tampers", "incorrect", "out of tolerance"),
         ("kills_itself", "runtime_error", "SIGKILL"),
         ("raises", "runtime_error", "illegal memory access"),
         ("syntax_error", "compile_error", "syntax error at line 1"),
@@ -61,9 +64,12 @@ def test_wrong_on_one_rank_names_that_rank():
     assert bad.first_mismatch is not None and bad.max_abs_err >= 0.5
 
 
-def test_replacing_the_clock_during_timing_is_caught():
+def test_slowing_the_clock_in_its_own_process_changes_nothing():
+    # The candidate slows time.perf_counter in its process after the trials: the judges' clocks
+    # are in other processes, so its time is measured as it is.
     r = run("tampers_timer", perf=True)
-    assert r.status == "cheating_detected" and "time.perf_counter" in r.message, (r.status, r.message)
+    assert r.status == "correct", (r.status, r.message)
+    assert r.perf.speedup < 3, r.perf
 
 
 def test_cache_by_address_never_passes():
