@@ -29,16 +29,13 @@ import time
 import uuid
 from pathlib import Path
 
+from configs.errors import UsageError
 from eval.confine import ConfineError, bwrap_argv, candidate_env, resolve
 from eval.result import CheckResult, Perf, Phases, RankDetail, Timing
 from kernels_lib import multicast
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE_SUFFIXES = (".py", ".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp", ".ptx")
-
-
-class UsageError(Exception):
-    """Bad arguments: the command line turns this into exit code 2."""
 
 
 def _sources(candidate: Path) -> dict[str, str]:
@@ -70,17 +67,18 @@ def _raw_nccl(sources: dict[str, str]) -> dict[str, int]:
     return found
 
 
-def _timing(calls: int, ms: list[float], host: float) -> Timing:
+def _timing(calls: int, ms: list[float], host: float, device: str) -> Timing:
     s = sorted(ms)
+    gpu = device == "cuda"  # on CPU every call is the host's work: the notion does not apply
     return Timing(median_ms=s[len(s) // 2], min_ms=s[0], max_ms=s[-1], batches=len(s), calls_per_batch=calls,
-                  host_fraction=host, host_bound=host > 0.9)
+                  host_fraction=host if gpu else None, host_bound=host > 0.9 if gpu else None)
 
 
 def _perf(problem, timed: dict, world_size: int, size: float, device: str, hardware: str) -> tuple[Perf, str | None]:
     """The Perf of the judges' timed pairs; and, where the candidate measured faster than the
     hardware's peak can move its bytes, why that cannot be (a cheat or a broken clock)."""
-    ref = _timing(timed["calls"], timed["ref_ms"], timed["ref_host"])
-    cand = _timing(timed["calls"], timed["cand_ms"], timed["cand_host"])
+    ref = _timing(timed["calls"], timed["ref_ms"], timed["ref_host"], device)
+    cand = _timing(timed["calls"], timed["cand_ms"], timed["cand_host"], device)
     lo, hi = timed["ci"]
     perf = Perf(reference=ref, candidate=cand, speedup=timed["speedup"], speedup_ci=(lo, hi), pairs=timed["pairs"],
                 verified_calls=timed["verified"], timing_s=timed["seconds"])
@@ -348,7 +346,7 @@ def check(
     if device not in ("cuda", "cpu"):
         raise UsageError(f"--device {device!r}: expected cuda or cpu")
     for name, value in (("--size", size), ("--timeout", timeout), ("batch_s", batch_s), ("warmup_s", warmup_s),
-                        ("ci_width", ci_width), ("time_budget_s", time_budget_s)):
+                        ("--ci-width", ci_width), ("--time-budget", time_budget_s)):
         if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
             raise UsageError(f"{name} must be a positive finite number, not {value!r}")
     if min(trials, world_size, batches, repeats, max_pairs) < 1:

@@ -74,16 +74,19 @@ def check(
     hardware: str = typer.Option("h200_2", "--hardware", help="Hardware profile for the roofline."),
     suite: Optional[str] = typer.Option(None, "--suite", help="pkagent (default) or pkb:PATH (a ParallelKernelBench checkout)."),
     seed: int = typer.Option(0, "--seed", help="Base seed of the trials' inputs."),
+    repeats: int = typer.Option(16, "--repeats", help="Calls per trial on identical inputs; outputs that differ are a race."),
+    time_budget: Optional[float] = typer.Option(None, "--time-budget", help="Seconds of timed pairs at most (default 10 on cuda, 2 on cpu)."),
+    ci_width: float = typer.Option(0.02, "--ci-width", help="Stop timing once the speedup's 95 % interval is this narrow (relative)."),
+    confine: str = typer.Option("auto", "--confine", help="auto (bubblewrap where it works), bwrap or none."),
+    pass_env: list[str] = typer.Option([], "--pass-env", help="An environment variable the candidate may see (repeatable)."),
     as_json: bool = typer.Option(False, "--json", help="Print only the JSON result."),
 ) -> None:
     """Check a candidate: correctness over several trials, optionally speed; last line is JSON."""
-    from eval.check import UsageError, check as run_check
+    from eval.check import check as run_check
 
-    try:
-        result = run_check(candidate, problem, world_size=world_size, device=device, trials=trials, perf=perf,
-                           size=size, timeout=timeout, hardware=hardware, suite=suite, seed=seed)
-    except UsageError as e:
-        _fail_usage(str(e))
+    result = run_check(candidate, problem, world_size=world_size, device=device, trials=trials, perf=perf,
+                       size=size, timeout=timeout, hardware=hardware, suite=suite, seed=seed, repeats=repeats,
+                       time_budget_s=time_budget, ci_width=ci_width, confine=confine, pass_env=tuple(pass_env))
     if not as_json:
         typer.echo("\n".join(report_lines(result)))
     typer.echo(result.model_dump_json())
