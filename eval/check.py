@@ -125,21 +125,17 @@ class Ranks:
                    TORCH_EXTENSIONS_DIR=str(build / "torch_extensions"), PKAGENT_CACHE=str(build))
         runner_fds = [b.fileno() for _, b in pairs]
         logs = run / "logs"
-        if mode == "bwrap":
-            argv = bwrap_argv([run, build], run / "cand", run / "tmp", readable)
-            self.runners.append(subprocess.Popen(
-                [*argv, sys.executable, "-m", "eval.runner", str(run / "spec.json"), "launch"],
-                env={**env, "PKAGENT_RUNNER_FDS": ",".join(map(str, runner_fds))}, pass_fds=runner_fds,
-                stdout=open(logs / "launcher.log", "wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True))
-        else:
-            for rank, fd in enumerate(runner_fds):
-                self.runners.append(subprocess.Popen(
-                    [sys.executable, "-m", "eval.runner", str(run / "spec.json"), str(rank)],
-                    env={**env, "PKAGENT_RUNNER_FD": str(fd), "RANK": str(rank), "LOCAL_RANK": str(rank),
-                         "PKAGENT_PARENT_PID": str(os.getpid())}, pass_fds=(fd,),
-                    stdout=open(logs / f"rank{rank}.log", "wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    cwd=str(run / "cand"), start_new_session=True))
+        # One launcher starts every rank: inside bubblewrap (so the ranks share its namespaces),
+        # or as a subreaper that kills whatever the candidate left behind when it ends.
+        prefix = bwrap_argv([run, build], run / "cand", run / "tmp", readable) if mode == "bwrap" else []
+        launcher_env = {**env, "PKAGENT_RUNNER_FDS": ",".join(map(str, runner_fds))}
+        if mode != "bwrap":
+            launcher_env["PKAGENT_PARENT_PID"] = str(os.getpid())
+        self.runners.append(subprocess.Popen(
+            [*prefix, sys.executable, "-m", "eval.runner", str(run / "spec.json"), "launch"],
+            env=launcher_env, pass_fds=runner_fds, cwd=str(run / "cand"),
+            stdout=open(logs / "launcher.log", "wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True))
         judge_env = {**candidate_env(tmp / "judge", tmp / "judge", extra_env), "PKAGENT_PARENT_PID": str(os.getpid())}
         for rank, (mine, theirs) in enumerate(pairs):
             theirs.close()
@@ -166,10 +162,7 @@ class Ranks:
         return any(e.get("event") == event for e in self.events[rank])
 
     def runner_end(self, rank: int) -> str:
-        """How rank `rank`'s candidate process ended, where that is known."""
-        if len(self.runners) == self.world_size:
-            code = self.runners[rank].poll()
-            return "" if code is None else _ended(code)
+        """How rank `rank`'s candidate process ended, as its launcher wrote it down."""
         try:
             return _ended(int((self.run / "logs" / f"rank{rank}.exit").read_text()))
         except (OSError, ValueError):
@@ -229,6 +222,13 @@ class Ranks:
     def close(self) -> None:
         """Kill the candidate's processes (their process group or sandbox, then any process that
         still carries this check's tag: one that left the group), then end the judges."""
+        for p in self.runners:  # the launcher kills what the candidate started, then itself
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(timeout=3)
+                except subprocess.TimeoutExpired:
+                    pass
         for p in self.runners + self.judges:
             if p.poll() is None:
                 try:
