@@ -3,7 +3,7 @@ for speed could find, for real, and must not come out `correct`, for the reason 
 The same candidates run on two GPUs in scripts/gpu_check_sweep.sh (stage `adversarial`)."""
 
 import json
-import shutil
+import os
 import socket
 import threading
 from pathlib import Path
@@ -14,7 +14,9 @@ from eval.check import check
 from eval.confine import bwrap_works
 
 CANDIDATES = Path(__file__).parent / "candidates"
-SMALL = dict(world_size=2, device="cpu", size=1 / 1024, trials=3, timeout=90, time_budget_s=1.0, batches=4)
+# PKAGENT_TEST_DEVICE=cuda runs the same set on two GPUs (the GPU sweep's `adversarial` stage).
+DEVICE = os.environ.get("PKAGENT_TEST_DEVICE", "cpu")
+SMALL = dict(world_size=2, device=DEVICE, size=1 / 1024, trials=3, timeout=90, time_budget_s=1.0, batches=4)
 needs_bwrap = pytest.mark.skipif(bool(bwrap_works()), reason=f"needs bubblewrap: {bwrap_works()}")
 
 

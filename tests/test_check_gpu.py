@@ -22,7 +22,9 @@ def test_honest_is_correct_and_speedup_near_one():
     r = run("honest", perf=True)
     assert r.status == "correct", r.message + r.log_tail
     assert 0.9 <= r.perf.speedup <= 1.1, r.perf
-    assert r.perf.roofline_ms and 0 < r.perf.reference_roofline_fraction <= 1.0
+    lo, hi = r.perf.speedup_ci
+    assert lo <= 1.0 <= hi or abs(r.perf.speedup - 1) < 0.05, r.perf  # the truth is 1
+    assert r.perf.verified_calls == r.perf.pairs    assert r.perf.roofline_ms and 0 < r.perf.reference_roofline_fraction <= 1.0
 
 
 def test_side_stream_work_is_timed():
@@ -42,7 +44,7 @@ def test_side_stream_work_is_timed():
         ("wrong_on_one_rank", "incorrect"),
         ("nan_output", "incorrect"),
         ("kills_itself", "runtime_error"),
-        ("tampers", "cheating_detected"),
+        ("tampers", "incorrect"),
     ],
 )
 def test_tricks_fail_on_gpu(name, status):
