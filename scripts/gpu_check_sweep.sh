@@ -7,6 +7,11 @@
 #   sandbox  a 2-GPU check inside the local sandbox, without and with bubblewrap
 #   table    benchmarks/reference_table.py: every problem's reference against itself
 #   speed    benchmarks/check_speed.py
+#   adversarial  tests/test_check_adversarial.py on the GPUs (PKAGENT_TEST_DEVICE=cuda)
+#   repro    benchmarks/check_repro.py: the four collectives' references 3x at sizes 1 and 0.001,
+#            kernels_lib's kernels 3x at size 1 (REPRO_ARGS adds arguments)
+#   signals  SIGTERM, then SIGKILL, of a `pkagent check` whose candidate hangs: nvidia-smi must
+#            list no process on the GPUs 5 s later
 #   agent    examples/all_reduce_gpu/run.sh: a replayed agent run through sandbox and checker
 #   runs     examples/report_kernels_lib/run.sh: pkagent run + report over kernels_lib's kernels
 #   search   examples/search_kernels_lib/run.sh: pkagent search with a scripted model over
@@ -23,6 +28,10 @@ export PKAGENT_CACHE=/tmp/pkagent-cache PKAGENT_KERNEL_CACHE=/tmp/pkagent-kernel
 if ls .whl/*.whl >/dev/null 2>&1; then python3 -m pip install -q --no-index --no-deps --no-compile .whl/*.whl || exit 1; fi
 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >/dev/null 2>&1 || export PYTHONPATH=$PWD
 has() { case " $STAGES " in *" $1 "*) return 0;; esac; return 1; }
+if ! command -v bwrap >/dev/null && ls .debs/*.deb >/dev/null 2>&1; then
+  mkdir -p /tmp/bw && for d in .debs/*.deb; do dpkg -x "$d" /tmp/bw; done; export PATH=/tmp/bw/usr/bin:$PATH
+fi
+gpu_pids() { nvidia-smi --query-compute-apps=pid --format=csv,noheader | tr -d ' '; }
 {
   echo "== $(date -u) $(hostname)"; nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv
   if has doctor; then nvidia-smi topo -m; echo "== doctor"; pkagent doctor; pkagent doctor --json > "$OUT/doctor.json"; fi
@@ -42,8 +51,7 @@ has() { case " $STAGES " in *" $1 "*) return 0;; esac; return 1; }
     w=$(mktemp -d); cp kernels_lib/examples/all_reduce_two_shot.py "$w/solution.py"
     pkagent sandbox run --workdir "$w" --gpus "$WORLD" --timeout 300 -- pkagent check solution.py --problem all_reduce --world-size "$WORLD" --perf 2>&1 | grep -vE '^\{' | tail -12
     echo "exit ${PIPESTATUS[0]}"
-    if ls .debs/*.deb >/dev/null 2>&1; then
-      mkdir -p /tmp/bw && for d in .debs/*.deb; do dpkg -x "$d" /tmp/bw; done; export PATH=/tmp/bw/usr/bin:$PATH
+    if command -v bwrap >/dev/null; then
       echo "-- with bubblewrap ($(bwrap --version 2>&1))"
       pkagent sandbox run --workdir "$w" --isolation bwrap --gpus "$WORLD" --timeout 300 -- pkagent check solution.py --problem all_reduce --world-size "$WORLD" --perf 2>&1 | grep -vE '^\{' | tail -12
       echo "exit ${PIPESTATUS[0]}"
@@ -61,6 +69,30 @@ has() { case " $STAGES " in *" $1 "*) return 0;; esac; return 1; }
     echo "== pkagent search over kernels_lib's kernels (scripted model)"
     rm -rf /tmp/search; OUT_DIR=/tmp/search bash examples/search_kernels_lib/run.sh 2>&1 | tail -40
     tar -czf "$OUT/search.tgz" -C /tmp search
+  fi
+  if has adversarial; then
+    echo "== the adversarial set on the GPUs (bubblewrap: $(command -v bwrap || echo none))"
+    PKAGENT_TEST_DEVICE=cuda python3 -m pytest -q -p no:cacheprovider -rA tests/test_check_adversarial.py 2>&1 | grep -E "^(PASSED|FAILED|SKIPPED|ERROR)|passed|failed" | tail -40
+  fi
+  if has repro; then
+    echo "== reproducibility of the speedups"
+    python3 benchmarks/check_repro.py --runs 3 --sizes 1 0.001 --out "$OUT/check_repro_w$WORLD.md" ${REPRO_ARGS:-}
+    python3 benchmarks/check_repro.py --runs 3 --sizes 1 --kernels --only kernels_lib --out "$OUT/check_repro_kernels_w$WORLD.md" ${REPRO_ARGS:-}
+  fi
+  if has signals; then
+    echo "== a check ended by a signal while its candidate hangs"
+    for sig in TERM KILL; do
+      pkagent check tests/candidates/escapes_and_hangs.py --problem all_reduce --world-size "$WORLD" --timeout 600 > /tmp/sig.log 2>&1 &
+      pid=$!
+      for _ in $(seq 1 120); do [ "$(gpu_pids | wc -l)" -ge $((2 * WORLD)) ] && break; sleep 0.5; done
+      echo "-- before SIG$sig: $(gpu_pids | wc -l) processes on the GPUs: $(gpu_pids | tr '\n' ' ')"
+      kill -$sig $pid; t0=$(date +%s%N)
+      ms() { echo $(( ($(date +%s%N) - t0) / 1000000 )); }
+      while [ -n "$(gpu_pids)" ] && [ "$(ms)" -lt 5000 ]; do sleep 0.1; done
+      left=$(gpu_pids | wc -l); echo "-- SIG$sig: $left processes on the GPUs $(ms) ms after the signal"
+      wait $pid 2>/dev/null; echo "   pkagent check exit $?; leftover folders: $(ls -d /tmp/pkagent-check-* 2>/dev/null | wc -l)"
+      sleep 2
+    done
   fi
   if has table; then echo "== reference table"; python3 benchmarks/reference_table.py --world-size "$WORLD" ${TABLE_ARGS:-} --out "$OUT/reference_roofline_w$WORLD.md"; fi
   if has speed; then echo "== check speed"; python3 benchmarks/check_speed.py --world-size "$WORLD" --out "$OUT/check_speed.json"; fi
