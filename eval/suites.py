@@ -279,6 +279,37 @@ def describe_inputs(problem: Problem, world_size: int, size: float = 1.0) -> str
     return "\n".join(lines)
 
 
+# --- that benchmark's failure taxonomy -----------------------------------------------------------------
+
+FAILURE_CLASSES = ("nvcc/syntax", "tensor shape", "attribute/API typo", "runtime error", "output mismatch", "deadlock", "other")
+_SHAPE = re.compile(r"\bshape\b|size of tensor|sizes? mismatch|must match the size|mat1 and mat2|expected size|"
+                    r"invalid for input of size|dimension out of range|expected a (tensor|tuple|list|dict)|expected keys", re.I)
+_API = re.compile(r"\b(AttributeError|NameError|ImportError|ModuleNotFoundError)\b|has no attribute|is not defined|"
+                  r"unexpected keyword argument|positional arguments? but|missing \d+ required|defines no function solution")
+
+
+def failure_class(check) -> str:
+    """The class of a failed check (an eval.result.CheckResult) in that benchmark's taxonomy:
+    nvcc/syntax (the file or its extension does not build), tensor shape (outputs or operands of
+    the wrong shape or structure), attribute/API typo (a name, attribute or signature that does
+    not exist), runtime error (anything else raised), output mismatch (values out of tolerance),
+    deadlock (ranks that never finish); other: refused (multicast) or caught cheating."""
+    text = f"{check.message}\n{check.log_tail[-3000:]}"
+    if check.status == "compile_error":
+        return "nvcc/syntax"
+    if check.status == "timeout":
+        return "deadlock"
+    if check.status == "incorrect":
+        return "tensor shape" if _SHAPE.search(check.message) else "output mismatch"
+    if check.status in ("import_error", "runtime_error"):
+        if _API.search(check.message):
+            return "attribute/API typo"
+        if _SHAPE.search(check.message):
+            return "tensor shape"
+        return "attribute/API typo" if check.status == "import_error" and _API.search(text) else "runtime error"
+    return "other"
+
+
 # --- that benchmark's folder layout for generations -------------------------------------------------
 
 

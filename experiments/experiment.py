@@ -21,10 +21,16 @@ bias pass@k); `--redo all` reruns everything.
 
 Existing generations: a model `folder:PATH` scores the files of PATH instead of asking a model,
 named as ParallelKernelBench names its solutions: `{problem}_{backend}.py` for sample 0 and
-`{problem}_{backend}_sample{k}.py` for sample k (`{problem}` is our problem id, or the
-`{id}_{name}` stem of a ParallelKernelBench problem; `{backend}` one word: cuda, triton ...).
-When PATH has a subfolder named after a mode (PATH/zero-shot/, PATH/agent/), that mode's files
-are read from it. A sample without a file is recorded as `no_candidate`, a failure.
+`{problem}_{backend}_sample{k}.py`, or `{problem}_{backend}.py` in the sibling folder
+`PATH_sample{k}/`, for sample k (`{problem}` is our problem id, or the `{id}_{name}` stem of a
+ParallelKernelBench problem; `{backend}` one word: cuda, triton ...). When PATH has a subfolder
+named after a mode (PATH/zero-shot/, PATH/agent/), that mode's files are read from it. A sample
+without a file is recorded as `no_candidate`, a failure.
+
+ParallelKernelBench problems (`pkb:PATH`): each model's generations are also copied, as they
+finish, into that benchmark's layout under RUN_DIR/NAME/pkb_solutions/<mode>/
+(eval/suites.py: solutions_<backend>_<precision>_<hardware>_<provider>_<model>[_sample<k>]/),
+where its own harness can re-score them and `folder:` reads them back.
 """
 
 from __future__ import annotations
@@ -64,16 +70,14 @@ class Problem:
 def resolve_problems(entries: list[str], world_size: int) -> list[Problem]:
     """Problem ids, categories, `all`, `pkb:PATH` and `pkb:PATH::ID`, in the config's order."""
     from eval.problem import CATEGORIES, ProblemError, all_problems, load_problem
-    from eval.suites import PKB_PREFIX, load, pkb_ids, qualify
+    from eval.suites import PKB_PREFIX, load, qualify, select, split
 
     out: dict[str, Problem] = {}
     for entry in entries:
         try:
-            if entry.startswith(PKB_PREFIX):
-                root, sep, pid = entry[len(PKB_PREFIX):].rpartition("::") if "::" in entry else (entry[len(PKB_PREFIX):], "", "")
-                if not Path(root, "reference").is_dir():
-                    raise ProblemError(f"{root}: not a ParallelKernelBench checkout (no reference/ folder)")
-                refs = [qualify(i, PKB_PREFIX + root) for i in ([pid] if sep else pkb_ids(Path(root)))]
+            if entry.startswith(PKB_PREFIX):  # pkb:PATH, pkb:PATH::ID, ::1,3, ::1-8 (read as text, not imported)
+                root, spec = split(entry)
+                refs = [qualify(stem, f"{PKB_PREFIX}{root}") for stem in select(root, spec)]
                 probs = [load(r) for r in refs]
             elif entry == "all" or entry in CATEGORIES:
                 probs = all_problems(None if entry == "all" else entry)
@@ -100,25 +104,16 @@ def model_slug(spec: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", f"{provider}_{name}").strip("_")
 
 
-SOLUTION_FILE = re.compile(r"(?P<backend>[A-Za-z0-9]+)(?:_sample(?P<k>\d+))?\.py")
-
-
 def generation_files(folder: Path, problem: str) -> dict[int, Path]:
     """{sample: file} of `problem` in a folder of existing generations (naming: module docstring)."""
-    found: dict[int, list[Path]] = {}
-    for p in sorted(folder.glob(f"{glob_escape(problem)}_*.py")):
-        m = SOLUTION_FILE.fullmatch(p.name[len(problem) + 1:])
-        if m:
-            found.setdefault(int(m["k"] or 0), []).append(p)
+    from eval.suites import generation_files as found_in
+
+    found = found_in(folder, problem)
     for k, files in found.items():
         if len(files) > 1:
             raise ConfigError(f"{folder}: sample {k} of {problem} has {len(files)} files ({', '.join(f.name for f in files)}); "
                               "keep one per problem and sample")
     return {k: files[0] for k, files in found.items()}
-
-
-def glob_escape(text: str) -> str:
-    return re.sub(r"([*?[])", r"[\1]", text)
 
 
 def check_models(cfg: ExperimentConfig, problems: list[Problem]) -> None:
@@ -131,10 +126,6 @@ def check_models(cfg: ExperimentConfig, problems: list[Problem]) -> None:
                 raise ConfigError(f"models: {spec}: no such folder of existing generations")
             continue
         get_model(spec, cfg.agent, base_url=cfg.base_urls.get(spec))
-        pkb = [p.slug for p in problems if p.ref.startswith("pkb:")]
-        if pkb:
-            raise ConfigError(f"models: {spec}: ParallelKernelBench problems ({pkb[0]} ...) can be scored from existing "
-                              "generations (folder:PATH) only; solve() runs the suite's problems")
 
 
 def plan(cfg: ExperimentConfig) -> tuple[Path, list[Problem], list[Task]]:
@@ -144,7 +135,8 @@ def plan(cfg: ExperimentConfig) -> tuple[Path, list[Problem], list[Task]]:
     check_models(cfg, problems)
     root = Path(cfg.run_dir) / cfg.name
     solve_fields = dict(world_size=cfg.world_size, device=cfg.device, size=cfg.size, hardware=cfg.hardware,
-                        agent=cfg.agent.model_dump(), sandbox=cfg.sandbox.model_dump(), check=cfg.check.model_dump())
+                        agent=cfg.agent.model_dump(), sandbox=cfg.sandbox.model_dump(), check=cfg.check.model_dump(),
+                        pkb=cfg.pkb.model_dump())
     files: dict[tuple[str, str, str], dict[int, Path]] = {}
     for spec in cfg.models:
         if spec.startswith(FOLDER_PREFIX):
@@ -192,6 +184,12 @@ def finish(task: Task, result) -> None:
         os.replace(final, old)
     os.replace(tmp, final)
     shutil.rmtree(old, ignore_errors=True)
+    s = task.solve
+    if s["problem"].startswith("pkb:") and not s["model"].startswith(FOLDER_PREFIX) and (final / "solution.py").is_file():
+        from agent.solve import SolveConfig, export
+
+        export(SolveConfig.model_validate(s), final.parents[1].name, final / "solution.py",
+               final.parents[3] / "pkb_solutions" / s["mode"], task.sample)
 
 
 def lock(root: Path):

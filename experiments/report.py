@@ -5,6 +5,9 @@
                      over problems), fast_p, geometric-mean speedup over correct samples, roofline
                      fraction, steps, tokens, cost, wall time and the failure taxonomy
     render_html      one self-contained page: tables and matplotlib plots inlined as base64 PNG
+    pkb_rows         for runs on ParallelKernelBench problems, that benchmark's table: pass@1,
+                     pass@k, fast_1, geomean speedup and its failure taxonomy (nvcc/syntax, tensor
+                     shape, attribute/API typo, runtime error, output mismatch, deadlock)
 
 Definitions (every number is computed from the samples, with eval/metrics.py):
 - pass@k: Chen et al.'s unbiased estimator 1 - C(n-c, k)/C(n, k) per problem (n samples, c
@@ -87,6 +90,16 @@ def failure(result) -> str | None:
     return "no candidate"  # ended without a solution.py to score
 
 
+def pkb_failure(result) -> str | None:
+    """A sample's class in ParallelKernelBench's failure taxonomy (eval.suites.failure_class);
+    `no candidate` when nothing was scored (no code in the reply, limits, model errors)."""
+    from eval.suites import failure_class
+
+    if result.correct:
+        return None
+    return failure_class(result.check) if result.check is not None else "no candidate"
+
+
 def load_run(root: Path) -> tuple[dict[str, Any], list[Sample]]:
     """The experiment's metadata and its finished samples."""
     from agent.solve import SolveResult
@@ -164,6 +177,7 @@ def summarize(samples: list[Sample]) -> dict[str, Any]:
             "tokens_in": sum(x.usage.prompt_tokens for x in r), "tokens_out": sum(x.usage.output_tokens for x in r),
             "cost_usd": sum(x.cost_usd for x in r), "wall_s": sum(x.wall_s for x in r), "wall_s_mean": _mean([x.wall_s for x in r]),
             "failures": {f: fails[f] for f in sorted(fails, key=lambda f: (FAILURE_ORDER + (f,)).index(f))},
+            "pkb_failures": dict(Counter(pkb_failure(x) for x in r if not x.correct)),
         })
         for (cat,), sub in _by(group, "category").items():
             kc = min(n for n, _ in _counts(sub))
@@ -180,6 +194,7 @@ def sample_rows(samples: list[Sample]) -> list[dict[str, Any]]:
         r = s.result
         rows.append({"model": s.model, "mode": s.mode, "problem": s.problem, "category": s.category, "sample": s.k,
                      "status": r.status, "check": r.check.status if r.check else "", "failure": failure(r) or "",
+                     "taxonomy": pkb_failure(r) or "",
                      "correct": r.correct, "speedup": s.speedup, "roofline_fraction": s.roofline, "steps": r.steps,
                      "tokens_in": r.usage.prompt_tokens, "tokens_out": r.usage.output_tokens, "cost_usd": r.cost_usd,
                      "wall_s": r.wall_s})
@@ -190,7 +205,8 @@ def build(root: Path) -> dict[str, Any]:
     meta, samples = load_run(root)
     if not samples:
         raise ConfigError(f"{root}: no finished sample yet")
-    return {"run": meta["name"], "dir": str(root), "config": meta["config"], **summarize(samples),
+    pkb = any(str(p.get("ref", "")).startswith("pkb:") for p in meta["problems"].values())
+    return {"run": meta["name"], "dir": str(root), "config": meta["config"], "pkb": pkb, **summarize(samples),
             "samples": sample_rows(samples)}
 
 
@@ -292,6 +308,31 @@ def summary_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def pkb_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """ParallelKernelBench's table: per model and mode, pass@1, pass@k, correct-and-faster (fast_1)
+    at 1 and k, the geometric-mean speedup of correct samples and the failures by its taxonomy."""
+    from eval.suites import FAILURE_CLASSES
+
+    rows = []
+    for g in data["groups"]:
+        k, fails = g["k"], g["pkb_failures"]
+        rows.append({"model": g["model"], "mode": g["mode"], "problems": g["problems"], "samples": g["samples"],
+                     "pass@1": g["pass_at_k"][1], f"pass@{k}": g["pass_at_k"][k], "fast_1@1": g["fast_p_at_1"][1.0],
+                     f"fast_1@{k}": g["fast_p_at_k"][1.0], "geomean speedup": g["geomean_speedup"],
+                     **{c: fails.get(c, 0) for c in (*FAILURE_CLASSES, "no candidate")}})
+    return rows
+
+
+def _pkb_tables(data: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """pkb_rows as two tables for a terminal: the scores, and the failures by that taxonomy."""
+    from eval.suites import FAILURE_CLASSES
+
+    rows = pkb_rows(data)
+    fails = ("model", "mode", *FAILURE_CLASSES, "no candidate")
+    return [("ParallelKernelBench's table", [{k: v for k, v in r.items() if k in fails[:2] or k not in fails} for r in rows]),
+            ("ParallelKernelBench's failure taxonomy", [{k: r[k] for k in fails} for r in rows])]
+
+
 def fast_p_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"model": g["model"], "mode": g["mode"], **{f"fast_{p:g}@1": g["fast_p_at_1"][p] for p in P_VALUES},
              **{f"fast_{p:g}@{g['k']}": g["fast_p_at_k"][p] for p in P_VALUES}} for g in data["groups"]]
@@ -367,6 +408,7 @@ def render_html(data: dict[str, Any], images: dict[str, str], other: dict[str, A
              "<div class='plots'>" + "".join(f"<figure{wide if k == 'modes' else ''}><img alt='{k}' src='data:image/png;base64,{v}'></figure>"
                                              for k, v in images.items()) + "</div>",
              "<h2>Failures</h2>", _table(failure_rows(data), "failures"),
+             *(["<h2>ParallelKernelBench's table</h2>", _table(pkb_rows(data), "pkb")] if data.get("pkb") else []),
              "<h2>Per category</h2>", _table(data["categories"], "categories")]
     if other is not None:
         parts += [f"<h2>Compared with {html.escape(other['run'])}</h2>", _table(compare_rows(data, other), "compare")]
@@ -426,7 +468,8 @@ def print_tables(data: dict[str, Any], other: dict[str, Any] | None) -> None:
     width = console.width
     keep = re.compile(r"^(model|mode|problems|samples|pass@.*|fast_1@.*|geomean speedup|roofline fraction|cost \$)$")
     tables = [("per model and mode", [{k: v for k, v in r.items() if keep.match(k)} for r in summary_rows(data)]),
-              ("fast_p", fast_p_rows(data)), ("failures", failure_rows(data)), ("per category", data["categories"])]
+              ("fast_p", fast_p_rows(data)), ("failures", failure_rows(data)), ("per category", data["categories"]),
+              *(_pkb_tables(data) if data.get("pkb") else [])]
     legend = []
     if other:
         rows = compare_rows(data, other)
@@ -482,6 +525,9 @@ def report(
         write_csv(out / "samples.csv", data["samples"])
         write_csv(out / "summary.csv", [{**r, **f} for r, f in zip(summary_rows(data), fast_p_rows(data))])
         written += [out / "samples.csv", out / "summary.csv"]
+        if data.get("pkb"):
+            write_csv(out / "pkb.csv", pkb_rows(data))
+            written.append(out / "pkb.csv")
     if as_html:
         _, samples = load_run(run_dir)
         write_atomic(out / "report.html", render_html(data, plots(data, _by(samples, "model", "mode")), other))

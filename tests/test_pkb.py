@@ -4,6 +4,7 @@ inputs without importing the checkout here, prompts, agent and zero-shot runs th
 model server, its prompt file, generations in its folder layout."""
 
 import json
+import os
 import secrets
 import sys
 from pathlib import Path
@@ -11,13 +12,14 @@ from pathlib import Path
 import pytest
 from fakes import KEY_VARIABLES, SPECS
 from fakes.model_server import FakeModelServer, Say
-from fakes.pkb_tree import ALL_REDUCE_P2P, make_tree
+from fakes.pkb_tree import ALL_REDUCE_P2P, ALLGATHER_MATMUL, REFERENCES, make_tree
 
 from agent.solve import make_config, solve
 from configs import ConfigError, load_hardware
 from eval.problem import ProblemError
 from eval.suites import describe_inputs, find, load_pkb, select, signature, solution_path, solutions_dir_name
 
+REFERENCE_3 = REFERENCES["3_scale_shards"]
 FAST = ["agent.retry_wait_s=0.01", "size=0.001", "check.trials=2", "check.timeout_s=120"]
 
 
@@ -173,3 +175,161 @@ def test_solve_refuses_unknown_pkb_problems(tree, tmp_path):
     cfg = make_config(FAST, problem=f"pkb:{tree}::42", model="replay:x.jsonl", device="cpu")
     with pytest.raises(ConfigError, match="no single problem '42'"):
         solve(cfg, tmp_path / "run")
+
+
+REAL = Path(__file__).resolve().parents[1] / "third_party" / "ParallelKernelBench"
+needs_checkout = pytest.mark.skipif(not (REAL / "reference").is_dir(),
+                                    reason="no ParallelKernelBench checkout in third_party/ (git-ignored; see README)")
+
+
+@needs_checkout
+def test_a_real_checkout(tmp_path, monkeypatch):
+    from eval.check import check
+    from prompts import prompt_from_file, task_context
+
+    stems = select(REAL, "all")
+    assert len(stems) >= 87 and stems[0] == "1_allreduce" and select(REAL, "1-8") == stems[:8]
+    one = load_pkb(REAL, "1")
+    assert describe_inputs(one, 2) == "Every rank of 2 gets the same kinds and shapes:\n  args[0]: tensor (1024, 1024) bfloat16"
+    ctx = task_context(one, load_hardware("h200_2"), world_size=2, device="cuda")
+    system, user = prompt_from_file(REAL / "kernelgen" / "prompts.toml", ctx, checkout=REAL, hardware="h100_8")
+    assert "dist.all_reduce(out, op=dist.ReduceOp.SUM)" in user and "H100" in user and system is None
+
+    # its reference, as a candidate, is correct on CPU; a candidate that mentions multicast never runs
+    cand = tmp_path / "1_allreduce_cuda.py"
+    cand.write_text(Path(one.path).read_text())
+    r = check(cand, "1", suite=f"pkb:{REAL}", world_size=2, device="cpu", size=1 / 64, trials=2, timeout=120)
+    assert r.status == "correct", (r.message, r.log_tail[-800:])
+    monkeypatch.setenv("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+    from fakes.pkb_tree import ALL_REDUCE_MULTICAST
+
+    cand.write_text(ALL_REDUCE_MULTICAST)
+    r = check(cand, "1", suite=f"pkb:{REAL}", world_size=2, device="cpu", size=1 / 64, trials=2, timeout=120)
+    assert r.status == "refused" and "nothing was run" in r.message and r.phases.startup_s == 0
+    assert checkout_imported() == []
+
+
+class RoutedServer(FakeModelServer):
+    """Answers each request with the right candidate for the problem its prompt names: a python
+    block (zero-shot) or one turn that writes solution.py and submits (agent)."""
+
+    GOOD = {"1_all_reduce": ALL_REDUCE_P2P, "2_allgather_matmul": ALLGATHER_MATMUL}
+
+    def answer(self, path, headers, raw):
+        import re
+
+        body = json.loads(raw or b"{}")
+        code = self.GOOD[re.search(r"ParallelKernelBench problem `(\w+)`", json.dumps(body)).group(1)]
+        if body.get("tools"):
+            self.script.append(Say("Writing and submitting.", [("bash", {"command": f"cat > solution.py <<'EOF'\n{code}EOF\n"}),
+                                                              ("submit", {})], input=3000, output=400))
+        else:
+            self.script.append(Say(f"```python\n{code}```\n", input=1000, output=200))
+        return super().answer(path, headers, raw)
+
+
+def experiment(tmp_path, tree, **fields):
+    from configs import ExperimentConfig, validate
+
+    base = {"name": "pkb", "problems": [f"pkb:{tree}::1-2"], "modes": ["zero-shot", "agent"], "samples": 1, "device": "cpu",
+            "size": 0.001, "run_dir": str(tmp_path / "runs"), "llm_concurrency": 2, "check": {"trials": 2, "timeout_s": 30},
+            "agent": {"retry_wait_s": 0.01, "step_limit": 3}}
+    return validate(ExperimentConfig, {**base, **fields}, "test")
+
+
+def test_experiment_on_pkb_problems_in_both_modes_and_back_from_their_layout(tmp_path, tree, monkeypatch):
+    from agent.experiment import run_experiment
+    from agent.report import build, pkb_rows
+
+    spec, var, suffix = SPECS["openai"]
+    with RoutedServer(api_key="sk-test-pkb-0123456789") as server:
+        monkeypatch.setenv(var, server.api_key)
+        tally = run_experiment(experiment(tmp_path, tree, models=[spec], base_urls={spec: server.url + suffix}), progress=False)
+    assert (tally.done, tally.passed) == (4, 4)
+    theirs = tmp_path / "runs" / "pkb" / "pkb_solutions"
+    folder = solutions_dir_name(spec, hardware="h200_2")
+    for mode in ("zero-shot", "agent"):
+        assert sorted(p.name for p in (theirs / mode / folder).iterdir()) == ["1_all_reduce_cuda.py", "2_allgather_matmul_cuda.py"]
+    assert (theirs / "agent" / folder / "2_allgather_matmul_cuda.py").read_text() == ALLGATHER_MATMUL
+    (g,) = [g for g in pkb_rows(build(tmp_path / "runs" / "pkb")) if g["mode"] == "agent"]
+    assert g["pass@1"] == 1.0 and g["problems"] == 2
+
+    # the agent's generations, read back from that layout and scored again
+    again = experiment(tmp_path / "again", tree, models=[f"folder:{theirs / 'agent' / folder}"], modes=["agent"])
+    assert run_experiment(again, progress=False).passed == 2
+
+
+def test_a_folder_of_generations_in_their_layout_scored_and_reported(tmp_path, tree, monkeypatch):
+    """Four samples of three problems, sample k in the sibling folder `<folder>_sample<k>` (and one
+    as `_sample3` in the folder itself), one failure of every class of that benchmark's taxonomy."""
+    import subprocess
+
+    from fakes import pkb_tree as t
+
+    from agent.experiment import run_experiment
+    from agent.report import build, pkb_rows
+
+    monkeypatch.setenv("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+    folder = tmp_path / "solutions_cuda_bf16_h100_8_together_some_model"
+    files = {
+        folder: {"1_all_reduce_cuda.py": ALL_REDUCE_P2P, "2_allgather_matmul_cuda.py": t.ALLGATHER_MATMUL_SHAPE,
+                 "3_scale_shards_cuda.py": t.SCALE_SHARDS_WRONG, "1_all_reduce_cuda_sample3.py": t.ALL_REDUCE_RAISES},
+        folder.with_name(folder.name + "_sample1"): {"1_all_reduce_cuda.py": t.ALL_REDUCE_TYPO,
+                                                     "2_allgather_matmul_cuda.py": t.ALLGATHER_MATMUL,
+                                                     "3_scale_shards_cuda.py": t.SYNTAX_ERROR},
+        folder.with_name(folder.name + "_sample2"): {"1_all_reduce_cuda.py": t.ALL_REDUCE_MULTICAST,
+                                                     "2_allgather_matmul_cuda.py": t.ALLGATHER_MATMUL_DEADLOCK,
+                                                     "3_scale_shards_cuda.py": REFERENCE_3},
+    }
+    for where, named in files.items():
+        where.mkdir()
+        for name, text in named.items():
+            (where / name).write_text(text)
+    cfg = experiment(tmp_path, tree, problems=[f"pkb:{tree}"], models=[f"folder:{folder}"], modes=["zero-shot"], samples=4,
+                     check={"trials": 2, "timeout_s": 20})
+    tally = run_experiment(cfg, progress=False)
+    assert (tally.done, tally.passed) == (12, 3)
+    root = tmp_path / "runs" / "pkb"
+    data = build(root)
+    assert data["pkb"] is True
+    (row,) = pkb_rows(data)
+    assert row["pass@1"] == pytest.approx(0.25) and row["pass@4"] == 1.0 and row["fast_1@1"] == 0.0  # CPU: no timing
+    assert {k: row[k] for k in list(row)[-8:]} == {"nvcc/syntax": 1, "tensor shape": 1, "attribute/API typo": 1, "runtime error": 1,
+                                                   "output mismatch": 1, "deadlock": 1, "other": 1, "no candidate": 2}
+    refused = [s for s in data["samples"] if s["check"] == "refused"]
+    assert [(s["problem"], s["sample"]) for s in refused] == [("1_all_reduce", 2)]
+
+    out = subprocess.run([sys.executable, "-m", "pkagent", "report", str(root), "--csv", "--html"], capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "COLUMNS": "250"})
+    assert out.returncode == 0, out.stderr
+    assert "ParallelKernelBench's table" in out.stdout and "ParallelKernelBench's failure taxonomy" in out.stdout
+    assert all(c in out.stdout for c in ("nvcc/syntax", "tensor shape", "attribute/API typo", "output mismatch", "deadlock"))
+    csv_rows = (root / "report" / "pkb.csv").read_text().splitlines()
+    assert csv_rows[0].startswith("model,mode,problems,samples,pass@1,pass@4,fast_1@1,fast_1@4,geomean speedup,nvcc/syntax")
+    assert csv_rows[1].startswith(f"folder:{folder},zero-shot,3,12,0.25,1.0,0.0,0.0,,1,1,1,1,1,1,1,2")
+    page = (root / "report" / "report.html").read_text()
+    assert "ParallelKernelBench's table</h2>" in page and '<table class="pkb">' in page and "<th>attribute/API typo</th>" in page
+
+
+def test_failure_classes_of_checker_messages():
+    from eval.result import CheckResult
+    from eval.suites import failure_class
+
+    def cls(status, message, log=""):
+        return failure_class(CheckResult(status=status, problem="p", candidate="c", world_size=2, device="cpu", trials=1,
+                                         message=message, log_tail=log))
+
+    assert cls("compile_error", "Python syntax error at line 1: expected ':'") == "nvcc/syntax"
+    assert cls("compile_error", "RuntimeError: Error building extension 'k': nvcc failed") == "nvcc/syntax"
+    assert cls("incorrect", "rank 0, trial 0: output: shape (4, 4), expected (8, 4)") == "tensor shape"
+    assert cls("incorrect", "rank 1, trial 0: output[0]: expected a tuple of 2, got Tensor") == "tensor shape"
+    assert cls("incorrect", "rank 0, trial 1: output: 12 of 16 elements out of tolerance") == "output mismatch"
+    assert cls("runtime_error", "rank 0: RuntimeError: The size of tensor a (4) must match the size of tensor b (8)") == "tensor shape"
+    assert cls("runtime_error", "rank 0: RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x8 and 4x4)") == "tensor shape"
+    assert cls("runtime_error", "rank 0: AttributeError: module 'torch.distributed' has no attribute 'all_reduce_sum'") == \
+        "attribute/API typo"
+    assert cls("runtime_error", "rank 1: TypeError: solution() takes 1 positional argument but 3 were given") == "attribute/API typo"
+    assert cls("import_error", "ModuleNotFoundError: No module named 'kernels'") == "attribute/API typo"
+    assert cls("runtime_error", "rank 0: RuntimeError: CUDA error: an illegal memory access was encountered") == "runtime error"
+    assert cls("timeout", "ranks [0, 1] made no progress for 20 s") == "deadlock"
+    assert cls("refused", "refused, nothing was run: NVLink multicast is disabled here") == "other"

@@ -213,3 +213,19 @@ def solution(shards, alpha):
 '''
 
 SYNTAX_ERROR = "def solution(tensor)\n    return tensor\n"
+
+ALLGATHER_MATMUL_DEADLOCK = '''\
+import torch
+import torch.distributed as dist
+
+
+def solution(x, weight, group):
+    t = torch.empty(1)
+    dist.recv(t, 1 - dist.get_rank())  # both ranks wait for the other: a deadlock
+    return x
+'''
+
+ALL_REDUCE_RAISES = '''\
+def solution(tensor):
+    raise RuntimeError("CUDA error: an illegal memory access was encountered")
+'''
