@@ -66,14 +66,16 @@ def test_inputs_described_from_the_checkouts_generator_in_other_processes(tree):
     assert checkout_imported() == []
     two = load_pkb(tree, "2")
     text = describe_inputs(two, 2, 1 / 64)
-    assert "args[0]: tensor (64, 128) bfloat16" in text and "args[1]: tensor (128, 64) bfloat16" in text
+    assert "args[0]: tensor (64, 128) bfloat16" in text and "args[1]: tensor (128, 64) bfloat16" in text, text
     assert "args[2]: process group of 2 ranks [0, 1] (the whole world)" in text
     three = describe_inputs(load_pkb(tree, "3"), 4, 1 / 64)
-    assert "Every rank of 4" in three and "list of 3: [tensor (128, 8) bfloat16" in three and "float 0.5" in three
+    assert "Every rank of 4" in three and "float 0.5" in three, three
+    assert "list of 3: [tensor (128, 8) bfloat16" in three and "float 0.5" in three
     assert checkout_imported() == []  # nothing of the checkout ran in this process
     broken = make_tree(tree.parent / "broken")
     (broken / "utils" / "input_output_tensors.py").write_text("def create_input_tensor(*a, **k):\n    raise RuntimeError('boom')\n")
-    assert "input generator failed" in describe_inputs(load_pkb(broken, "1"), 2) and "boom" in describe_inputs(load_pkb(broken, "1"), 2)
+    failed = describe_inputs(load_pkb(broken, "1"), 2)
+    assert "input generator failed" in failed and "RuntimeError: boom" in failed, failed
 
 
 def test_prompts_show_what_the_model_needs(tree):
@@ -238,8 +240,8 @@ def experiment(tmp_path, tree, **fields):
 
 
 def test_experiment_on_pkb_problems_in_both_modes_and_back_from_their_layout(tmp_path, tree, monkeypatch):
-    from agent.experiment import run_experiment
-    from agent.report import build, pkb_rows
+    from experiments.experiment import run_experiment
+    from experiments.report import build, pkb_rows
 
     spec, var, suffix = SPECS["openai"]
     with RoutedServer(api_key="sk-test-pkb-0123456789") as server:
@@ -266,8 +268,8 @@ def test_a_folder_of_generations_in_their_layout_scored_and_reported(tmp_path, t
 
     from fakes import pkb_tree as t
 
-    from agent.experiment import run_experiment
-    from agent.report import build, pkb_rows
+    from experiments.experiment import run_experiment
+    from experiments.report import build, pkb_rows
 
     monkeypatch.setenv("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
     folder = tmp_path / "solutions_cuda_bf16_h100_8_together_some_model"
