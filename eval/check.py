@@ -331,11 +331,11 @@ def check(
     on until the speedup's 95 % interval is narrower than `ci_width` (relative), `max_pairs`
     or `time_budget_s`. `repeats`: calls per trial on identical inputs (a race shows as
     disagreement). `confine`: auto (bubblewrap where it works), bwrap, or none.
-    `time_budget_s` defaults to 10 s on CUDA and 2 s on CPU (gloo timings are for testing).
+    `time_budget_s` defaults to 6 s on CUDA and 2 s on CPU (gloo timings are for testing).
     Raises UsageError for arguments that are wrong before anything runs.
     """
     if time_budget_s is None:
-        time_budget_s = 10.0 if device == "cuda" else 2.0
+        time_budget_s = 6.0 if device == "cuda" else 2.0
     from eval.problem import ProblemError
     from eval.suites import load, qualify
 
@@ -410,7 +410,7 @@ def check(
             store=str(run / "store"), timeout=timeout)))
         (tmp / "judge.json").write_text(json.dumps(dict(
             problem=ref, world_size=world_size, device=device, trials=trials, perf=perf, size=size, seed=seed, port=store.port,
-            secret=secrets.randbits(62), repeats=repeats, batch_s=batch_s, warmup_s=warmup_s, max_warmup_s=3.0 if device == "cuda" else 1.0,
+            secret=secrets.randbits(62), repeats=repeats, batch_s=batch_s, warmup_s=warmup_s, max_warmup_s=2.0 if device == "cuda" else 1.0,
             min_pairs=batches, max_pairs=max(batches, max_pairs), ci_width=ci_width, time_budget_s=time_budget_s)))
         suite_root = [Path(ref[len("pkb:"):].rpartition("::")[0])] if ref.startswith("pkb:") else []
         ranks = Ranks(world_size, tmp, run, mode, tuple(pass_env), build, suite_root)

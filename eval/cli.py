@@ -75,7 +75,7 @@ def check(
     suite: Optional[str] = typer.Option(None, "--suite", help="pkagent (default) or pkb:PATH (a ParallelKernelBench checkout)."),
     seed: int = typer.Option(0, "--seed", help="Base seed of the trials' inputs."),
     repeats: int = typer.Option(16, "--repeats", help="Calls per trial on identical inputs; outputs that differ are a race."),
-    time_budget: Optional[float] = typer.Option(None, "--time-budget", help="Seconds of timed pairs at most (default 10 on cuda, 2 on cpu)."),
+    time_budget: Optional[float] = typer.Option(None, "--time-budget", help="Seconds of timed pairs at most (default 6 on cuda, 2 on cpu)."),
     ci_width: float = typer.Option(0.02, "--ci-width", help="Stop timing once the speedup's 95 % interval is this narrow (relative)."),
     confine: str = typer.Option("auto", "--confine", help="auto (bubblewrap where it works), bwrap or none."),
     pass_env: list[str] = typer.Option([], "--pass-env", help="An environment variable the candidate may see (repeatable)."),

@@ -7,9 +7,9 @@ parent as JSON lines on PKAGENT_CHECK_FD. In order:
 
 1. references for every trial, on inputs from the problem's make_inputs and the trial's seed;
 2. each trial: the runner builds the same inputs from the seed (their digests must agree), calls
-   the candidate `repeats` times on identical inputs and sends back the first output, the inputs
-   after the call and the last repeat's output; all three are compared here, and repeats that
-   disagree are a race, reported as `incorrect`;
+   the candidate `repeats` times on identical inputs and sends back the first output (compared
+   here) and the inputs after the call (whole where the reference changes its inputs, else as
+   digests that must not have moved); repeats that disagree are a race, reported as `incorrect`;
 3. one more call on the last trial's tensors, restored in place with one element changed: a
    result cached by address (or by a few sampled values) is stale there;
 4. with perf: reference and candidate batches interleaved (AB, BA, ...), each batch on fresh
@@ -196,12 +196,15 @@ class Judge:
         self.chan.send("ready", cpus=self.cpus)
         counts: dict[str, int] = {}
         for t, seed in enumerate(seeds):
-            head, tensors = self.ask({"op": "call", "seed": seed, "repeats": spec["repeats"], "cpus": self.cpus}, "result", self.budget)
+            head, tensors = self.ask({"op": "call", "seed": seed, "repeats": spec["repeats"], "cpus": self.cpus,
+                                      "send_inputs": self.mutating}, "result", self.budget)
             want_out, want_in, digest = refs[t]
             self.same_inputs(head.get("digest"), digest, f"trial {t}")
             self.check(self.tree(head, "out", tensors), want_out, f"trial {t}")
-            self.check(self.tree(head, "inputs", tensors), cmp.tensors(want_in), f"trial {t}: the candidate changed its inputs", "inputs")
-            self.check(self.tree(head, "last", tensors), want_out, f"trial {t}, repeat {spec['repeats']} on the same inputs")
+            if self.mutating:  # the reference changes its inputs: the candidate's must change alike
+                self.check(self.tree(head, "inputs", tensors), cmp.tensors(want_in), f"trial {t}: the candidate changed its inputs", "inputs")
+            elif head.get("digest_after") != digest:  # they must be exactly as they were
+                self.same_inputs(head.get("digest_after"), digest, f"trial {t}", "the candidate changed its inputs (the reference does not)")
             if head.get("differs"):
                 self.fail("incorrect", f"trial {t}: nondeterministic output (a race?): {str(head['differs'])[:1500]}")
             for k, v in (head.get("counts") or {}).items():
@@ -213,13 +216,16 @@ class Judge:
             self.time()
         self.chan.send("done")
 
-    def same_inputs(self, got: Any, want: list, where: str) -> None:
-        ok = isinstance(got, list) and len(got) == len(want) and all(
-            isinstance(g, list) and len(g) == 2 and all(abs(float(a) - b) <= 1e-9 * max(1.0, abs(b)) for a, b in zip(g, w))
-            for g, w in zip(got, want))
-        if not ok:
-            self.fail("incorrect", f"{where}: the inputs the candidate's process built from the seed differ from the judge's "
-                      "(its code changed torch's random number generation or the problem's input maker)")
+    def same_inputs(self, got: Any, want: list, where: str, why: str = "") -> None:
+        def close(g: Any, w: list) -> bool:
+            return isinstance(g, list) and len(g) == 2 and all(
+                isinstance(a, (int, float)) and abs(float(a) - b) <= 1e-9 * max(1.0, abs(b)) for a, b in zip(g, w))
+
+        bad = [i for i, w in enumerate(want) if not (isinstance(got, list) and i < len(got) and close(got[i], w))]
+        if bad or not isinstance(got, list) or len(got) != len(want):
+            self.fail("incorrect", f"{where}: " + (f"{why}: input tensor {bad[0] if bad else 0} differs" if why else
+                      "the inputs the candidate's process built from the seed differ from the judge's "
+                      "(its code changed torch's random number generation or the problem's input maker)"))
 
     def stale_check(self, seed: int) -> None:
         inputs = self.inputs(seed)

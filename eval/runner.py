@@ -8,8 +8,8 @@ side (eval/judge.py); what it offers is the service an honest candidate needs:
 - a process group among the runners (a FileStore in the scratch directory: no network needed);
 - `call`: build one call's inputs with the problem's own make_inputs from the judge's seed, run
   the candidate `repeats` times on identical inputs (restored in place between repeats), send
-  the first output, the inputs after the first call and the last repeat's output back as bytes,
-  and say whether the repeats disagreed (a race);
+  the first output back as bytes with digests of the inputs before and after the call (the
+  inputs themselves where the judge asks), and say whether the repeats disagreed (a race);
 - `prepare` / `go` / `output`: a timed batch of calls over fresh input copies, then the output
   of one call the judge picks after the batch is over;
 - `ping`: an empty round trip (the judge times the reference with one too, so both sides pay it).
@@ -185,7 +185,7 @@ class Runner:
         self.last = (inputs, pristine)
         digest = [cmp.digest(t) for t in leaves]
         self.counter.counts = {}
-        first = after = last = None
+        first = after = None
         differs = ""
         for r in range(max(1, head.get("repeats", 1))):
             if r:
@@ -200,10 +200,12 @@ class Runner:
                 d = cmp.compare(out, first, self.problem.tolerances, self.problem.meta.strict_dtype)
                 if d and not differs:
                     differs = f"repeat {r + 1} of {head['repeats']} on identical inputs: {d['message']}"
-            last = out
+        # The inputs after the call travel whole only where the judge asks (the reference itself
+        # changes them); elsewhere their digests show whether the candidate changed them.
         tensors: list[torch.Tensor] = []
-        trees = [wire.flatten(first, tensors), wire.flatten(cmp.tensors(after), tensors), wire.flatten(last, tensors)]
-        self.send({"op": "result", "out": trees[0], "inputs": trees[1], "last": trees[2], "digest": digest,
+        out = wire.flatten(first, tensors)
+        after_tree = wire.flatten(cmp.tensors(after), tensors) if head.get("send_inputs") else None
+        self.send({"op": "result", "out": out, "inputs": after_tree, "digest": digest, "digest_after": [cmp.digest(t) for t in cmp.tensors(after)],
                    "differs": differs, "counts": counts}, tensors)
 
     def prepare(self, head: dict) -> None:
