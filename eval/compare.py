@@ -128,3 +128,26 @@ def digest(t: torch.Tensor) -> list[float]:
     x = torch.nan_to_num(t.detach().double(), nan=7.0, posinf=11.0, neginf=-13.0).reshape(-1)
     w = torch.arange(1, x.numel() + 1, dtype=torch.float64, device=x.device).remainder_(997).add_(1)
     return [float(x.sum()), float((x * w).sum())]
+
+
+def sample(obj: Any, seed: int, limit: int = 1 << 16) -> Any:
+    """`obj` with every tensor of more than `limit` elements replaced by `limit` of its elements
+    at positions drawn from `seed` (flattened; the same positions on both sides of a check), and
+    smaller tensors kept whole. A stale or skipped output differs almost everywhere, so checking
+    a draw the candidate could not know in advance catches it at a fraction of the transfer."""
+    count = [0]
+
+    def pick(t: torch.Tensor) -> torch.Tensor:
+        count[0] += 1
+        if t.numel() <= limit:
+            return t
+        g = torch.Generator().manual_seed(seed * 7919 + count[0])
+        idx = torch.randint(t.numel(), (limit,), generator=g).to(t.device)
+        return t.reshape(-1)[idx]
+
+    return tree_map(pick, obj)
+
+
+def shapes(obj: Any) -> list[list[Any]]:
+    """The shape and dtype of each tensor of a tree, in order."""
+    return [[list(t.shape), str(t.dtype)] for t in tensors(obj)]

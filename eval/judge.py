@@ -298,7 +298,8 @@ class Judge:
             self.ask({"op": "output", "call": -1}, "output", 0)
             return False
         j = common[min(len(common) - 1, int(u * len(common)))]
-        head, tensors = self.ask({"op": "output", "call": j}, "output", 2 * self.out_bytes + (1 << 20))
+        draw = self.rng.randrange(1 << 40)
+        head, tensors = self.ask({"op": "output", "call": j, "sample_seed": draw}, "output", 2 * self.out_bytes + (1 << 20))
         got = self.tree(head, "out", tensors)
         seeds, draws = plan
         k = len(seeds)
@@ -308,10 +309,13 @@ class Judge:
         for _ in range(reps):
             want = self.problem.reference(*inputs)
         sync(self.device)
-        d = cmp.compare(got, want, self.tol, self.strict)
+        where = f"timed batch {batch}" if batch >= 0 else "a warm-up batch"
+        layout = (lambda ss: ss) if self.strict else (lambda ss: [s[0] for s in ss or []])  # dtype too where strict
+        if layout(head.get("shapes")) != layout(cmp.shapes(want)):
+            self.fail("incorrect", f"{where}, call {j + 1} of {calls}: output shapes {str(head.get('shapes'))[:300]}, expected {cmp.shapes(want)}")
+        d = cmp.compare(got, cmp.sample(want, draw), self.tol, self.strict)
         if d:
-            where = f"timed batch {batch}" if batch >= 0 else "a warm-up batch"
-            self.fail("incorrect", f"{where}, call {j + 1} of {calls} (drawn after the batch): {d['message']} "
+            self.fail("incorrect", f"{where}, call {j + 1} of {calls} (drawn after the batch), at sampled positions: {d['message']} "
                       "(wrong only when called back to back: a race, or work skipped while timed)")
         return True
 

@@ -245,10 +245,14 @@ class Runner:
         self.send({"op": "aliases", "verifiable": ok[::-1]})
 
     def output(self, head: dict) -> None:
-        j, tensors = head["call"], []
-        tree = wire.flatten(self.outs[j], tensors) if 0 <= j < len(self.outs) else None
+        """Call j's output: its tensors' shapes, and their elements at the judge's draw."""
+        j, tensors, tree, layout = head["call"], [], None, None
+        if 0 <= j < len(self.outs):
+            wire.flatten(self.outs[j], [])  # plain data only
+            layout = cmp.shapes(self.outs[j])
+            tree = wire.flatten(cmp.sample(self.outs[j], head["sample_seed"]), tensors)
         self.outs = []
-        self.send({"op": "output", "out": tree}, tensors)
+        self.send({"op": "output", "out": tree, "shapes": layout}, tensors)
 
     def serve(self) -> None:
         handlers = {"call": self.call, "prepare": self.prepare, "go": self.go, "aliases": self.aliases,
