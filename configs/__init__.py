@@ -113,7 +113,8 @@ class ExperimentConfig(Strict):
 
     name: str
     problems: list[str] = Field(default_factory=lambda: ["all"], description=(
-        "problem ids, categories, `all`, `pkb:PATH` (every problem of a ParallelKernelBench checkout) or `pkb:PATH::ID`"))
+        "problem ids, categories, `all`, `pkb:PATH` (every problem of a ParallelKernelBench checkout), `pkb:PATH::ID`, "
+        "`pkb:PATH::1,4,9` or `pkb:PATH::1-8`"))
     models: list[str] = Field(min_length=1, description="PROVIDER:MODEL specs, or folder:PATH for existing generations")
     modes: list[Literal["zero-shot", "agent"]] = Field(default_factory=lambda: ["zero-shot"])
     samples: int = Field(default=1, ge=1, description="samples per problem, model and mode (the n of pass@k)")

@@ -134,14 +134,17 @@ def _imported(root: str, stem: str):
     """The checkout's reference module and input generator, imported (rank processes only)."""
     import importlib.util
 
-    if root not in sys.path:
-        sys.path.insert(0, root)
-    spec = importlib.util.spec_from_file_location(f"pkb_reference_{stem}", Path(root, "reference", f"{stem}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    from utils.input_output_tensors import create_input_tensor  # the checkout's own generator
+    def by_path(name: str, path: Path):
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
 
-    return module, create_input_tensor
+    if root not in sys.path:  # for what its files import from the checkout
+        sys.path.insert(0, root)
+    # by path, so that no other package named `utils` can stand in for the checkout's own generator
+    generator = by_path("pkb_input_output_tensors", Path(root, "utils", "input_output_tensors.py"))
+    return by_path(f"pkb_reference_{stem}", Path(root, "reference", f"{stem}.py")), generator.create_input_tensor
 
 
 def load_pkb(root: Path, pid: str) -> Problem:

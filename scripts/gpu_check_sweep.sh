@@ -16,6 +16,10 @@
 #   runs     examples/report_kernels_lib/run.sh: pkagent run + report over kernels_lib's kernels
 #   search   examples/search_kernels_lib/run.sh: pkagent search with a scripted model over
 #            kernels_lib's kernels and slower variants; the search folder comes back as search.tgz
+#   pkb      examples/pkb_all_reduce_gpu/run.sh on a ParallelKernelBench checkout carried in
+#            third_party/ParallelKernelBench (git-ignored; PKB= elsewhere): a replayed agent run on
+#            its all-reduce (problem 1) scored by pkagent, the generation in its folder layout
+#            re-scored and reported, a multicast candidate refused; results in $OUT/pkb/
 # The device image has torch, typer, rich, pyyaml, jinja2, httpx, matplotlib and pytest;
 # pydantic, tenacity and anthropic's SDK travel as wheels in .whl/ and bubblewrap as a .deb in
 # .debs/, both fetched by scripts/fetch_gpu_deps.sh. Logs and results go to $OUT (default ./gpu_out).
@@ -69,6 +73,11 @@ gpu_pids() { nvidia-smi --query-compute-apps=pid --format=csv,noheader | tr -d '
     echo "== pkagent search over kernels_lib's kernels (scripted model)"
     rm -rf /tmp/search; OUT_DIR=/tmp/search bash examples/search_kernels_lib/run.sh 2>&1 | tail -40
     tar -czf "$OUT/search.tgz" -C /tmp search
+  fi
+  if has pkb; then
+    echo "== ParallelKernelBench's all-reduce: a replayed agent run, its generation re-scored, a multicast refusal"
+    rm -rf /tmp/pkb_gpu; OUT_DIR=/tmp/pkb_gpu bash examples/pkb_all_reduce_gpu/run.sh 2>&1 | tail -80
+    mkdir -p "$OUT/pkb" && cp examples/pkb_all_reduce_gpu/run/* "$OUT/pkb/" 2>/dev/null; ls "$OUT/pkb"
   fi
   if has adversarial; then
     echo "== the adversarial set on the GPUs (bubblewrap: $(command -v bwrap || echo none))"

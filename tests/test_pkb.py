@@ -39,7 +39,7 @@ def server(monkeypatch):
 
 
 def checkout_imported() -> list[str]:
-    return [m for m in sys.modules if m.startswith("pkb_reference_") or m.startswith("utils")]
+    return [m for m in sys.modules if m.startswith(("pkb_reference_", "pkb_input_output_tensors", "utils"))]
 
 
 def test_select_problems(tree):
