@@ -5,6 +5,8 @@
 #   tests    tests/test_check_gpu.py (tricks, side streams, a deadlock then a clean check)
 #   kernels  every kernels_lib/examples kernel through `pkagent check --perf`
 #   sandbox  a 2-GPU check inside the local sandbox, without and with bubblewrap
+#   sandbox_kill  SIGKILL/SIGTERM of `pkagent sandbox run` while the check inside it hangs on
+#            the GPUs (tests/candidates/deadlock.py): seconds until nvidia-smi shows no process
 #   table    benchmarks/reference_table.py: every problem's reference against itself
 #   speed    benchmarks/check_speed.py
 #   adversarial  tests/test_check_adversarial.py on the GPUs (PKAGENT_TEST_DEVICE=cuda)
@@ -36,6 +38,23 @@ if ! command -v bwrap >/dev/null && ls .debs/*.deb >/dev/null 2>&1; then
   mkdir -p /tmp/bw && for d in .debs/*.deb; do dpkg -x "$d" /tmp/bw; done; export PATH=/tmp/bw/usr/bin:$PATH
 fi
 gpu_pids() { nvidia-smi --query-compute-apps=pid --format=csv,noheader | tr -d ' '; }
+gpu_count() { gpu_pids | grep -c .; }
+sandbox_kill() {  # the keeper ends a sandboxed check's rank processes when its owner dies
+  for iso in none bwrap; do
+    for sig in KILL TERM; do
+      w=$(mktemp -d); cp tests/candidates/deadlock.py "$w/solution.py"
+      pkagent sandbox run --workdir "$w" --isolation "$iso" --gpus "$WORLD" --timeout 600 -- \
+        pkagent check solution.py --problem all_reduce --world-size "$WORLD" --timeout 600 > "$OUT/sandbox_kill_${iso}_${sig}.log" 2>&1 &
+      pid=$!; t=0
+      while [ "$(gpu_count)" -lt "$WORLD" ] && [ $t -lt 1200 ]; do sleep 0.1; t=$((t + 1)); done
+      sleep 3; before=$(gpu_count); start=$EPOCHREALTIME; kill -$sig $pid; wait $pid; rc=$?
+      since() { awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }'; }
+      while [ "$(gpu_count)" -gt 0 ] && awk -v s="$(since)" 'BEGIN { exit !(s < 30) }'; do sleep 0.1; done
+      echo "-- isolation $iso, SIG$sig: $before GPU processes before; exit $rc; $(gpu_count) left after $(since) s"
+      nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader
+    done
+  done
+}
 {
   echo "== $(date -u) $(hostname)"; nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv
   if has doctor; then nvidia-smi topo -m; echo "== doctor"; pkagent doctor; pkagent doctor --json > "$OUT/doctor.json"; fi
@@ -61,6 +80,7 @@ gpu_pids() { nvidia-smi --query-compute-apps=pid --format=csv,noheader | tr -d '
       echo "exit ${PIPESTATUS[0]}"
     fi
   fi
+  if has sandbox_kill; then echo "== SIGKILL/SIGTERM of a sandboxed check hung on the GPUs"; sandbox_kill; fi
   if has agent; then
     echo "== replayed agent run on the GPUs"
     OUT_DIR="$OUT/all_reduce_gpu" bash examples/all_reduce_gpu/run.sh 2>&1 | tail -20

@@ -232,7 +232,7 @@ def test_problems_of_a_missing_suite():
     clean(pk("problems", "--suite", "pkb:/nonexistent"), 2, "/nonexistent")
 
 
-@pytest.mark.parametrize("args, words", [
+@pytest.mark.parametrize("args, words", ids=["ops-bogus", "w-0", "no-gpu"], argvalues=[
     (("--ops", "bogus"), ("--ops", "bogus")),
     (("-w", "0"), ("--world-size 0",)),
     ((), ("GPU",)),
@@ -409,7 +409,7 @@ ESCAPES = "setsid sleep {m} & (setsid sleep {m} &); nohup sleep {m} >/dev/null 2
 
 
 @pytest.mark.parametrize("isolation", _isolations())
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
 def test_signal_to_sandbox_run_ends_every_process(tmp_path, isolation, sig):
     marker = f"600.{uuid.uuid4().int % 10**6}"
     proc = start_until([PY, "-m", "pkagent", "sandbox", "run", "--isolation", isolation, "--workdir", str(tmp_path / "w"),
@@ -436,7 +436,7 @@ def test_escaped_children_end_with_their_command(tmp_path, isolation):
     none_left(marker, within=0.5)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=lambda s: s.name)
 def test_signal_to_solve_mid_command(tmp_path, sig):
     """An agent's command hangs; its `pkagent solve` is killed: no process of the command is left,
     and the transcript keeps whole lines up to the kill."""
@@ -453,3 +453,13 @@ def test_signal_to_solve_mid_command(tmp_path, sig):
     if sig != signal.SIGKILL:
         assert proc.returncode == 128 + sig and "Traceback" not in err, f"unclean: exit {proc.returncode}: {err}"
     no_temp_files(out)
+
+
+@needs_ns
+def test_check_with_a_read_only_cache(tmp_path, mounts):
+    prefix, ro, _ = mounts
+    cand = tmp_path / "solution.py"
+    cand.write_text(ZERO_SHOT["text"].split("```python\n")[1].split("```")[0])
+    out = pk("check", str(cand), "--problem", "all_reduce", "--device", "cpu", "--size", "0.001", "--trials", "1",
+             env={"PKAGENT_CACHE": str(ro / "cache")}, prefix=prefix)
+    clean(out, 2, str(ro / "cache"), "read-only")
