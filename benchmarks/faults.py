@@ -82,14 +82,20 @@ def kill_latency(isolation: str, repeats: int = 5) -> list[float]:
     return out
 
 
-def command_cost(isolation: str, n: int = 30) -> float:
-    """Median wall seconds of `true` in the sandbox."""
+def command_cost(isolation: str, n: int = 30) -> tuple[float, float]:
+    """Median wall seconds of `true` in the sandbox, and of a plain `bash -c true` (no keeper,
+    no sandbox) started from Python, interleaved with it so that both see the same load."""
     from configs import SandboxConfig
     from sandbox import open_sandbox
 
+    boxed, plain = [], []
     with tempfile.TemporaryDirectory() as w, open_sandbox(SandboxConfig(isolation=isolation), Path(w)) as box:
-        times = [box.execute("true").duration_s for _ in range(n)]
-    return statistics.median(times)
+        for _ in range(n):
+            boxed.append(box.execute("true").duration_s)
+            t0 = time.monotonic()
+            subprocess.run(["bash", "-c", "true"])
+            plain.append(time.monotonic() - t0)
+    return statistics.median(boxed), statistics.median(plain)
 
 
 def main() -> None:
@@ -134,9 +140,10 @@ def main() -> None:
         "(it watches a pipe only the owner holds, and has SIGTERM as its parent-death signal).",
         "",
         "| isolation | SIGKILL of `pkagent sandbox run` -> every process of its command gone (5 runs, s) "
-        "| one `true` command, median of 30 (ms) |",
-        "|---|---|---|",
-        *[f"| {m} | {', '.join(f'{x:.3f}' for x in latency[m])} | {cost[m] * 1e3:.0f} |" for m in modes],
+        "| one `true` command, median of 30 (ms) | a plain `bash -c true`, interleaved (ms) |",
+        "|---|---|---|---|",
+        *[f"| {m} | {', '.join(f'{x:.3f}' for x in latency[m])} | {cost[m][0] * 1e3:.0f} | {cost[m][1] * 1e3:.0f} |"
+          for m in modes],
         "",
         "The command was `" + __import__("test_faults").ESCAPES.format(m="MARKER") + "`.",
         "",

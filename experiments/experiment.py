@@ -51,7 +51,7 @@ from typing import List, Optional
 import typer
 
 from experiments.executors import FOLDER_PREFIX, Task, failed_result
-from configs import ConfigError, ExperimentConfig, load_experiment
+from configs import ConfigError, ExperimentConfig, load_experiment, load_hardware
 from configs.files import write_atomic
 
 HARNESS_ERRORS = ("error", "model_error")  # what --redo failed reruns
@@ -133,6 +133,7 @@ def plan(cfg: ExperimentConfig) -> tuple[Path, list[Problem], list[Task]]:
     first, so that a run stopped early (cost limit) has sample 0 of every problem."""
     problems = resolve_problems(cfg.problems, cfg.world_size)
     check_models(cfg, problems)
+    load_hardware(cfg.hardware)  # an unknown profile fails here, not in every sample
     root = Path(cfg.run_dir) / cfg.name
     solve_fields = dict(world_size=cfg.world_size, device=cfg.device, size=cfg.size, hardware=cfg.hardware,
                         agent=cfg.agent.model_dump(), sandbox=cfg.sandbox.model_dump(), check=cfg.check.model_dump(),

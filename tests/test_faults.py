@@ -395,7 +395,8 @@ def _isolations() -> list:
 
 def start_until(cmd: list[str], marker: str, timeout: float = 120, env: dict | None = None) -> subprocess.Popen:
     """Start `cmd`; return once the four `sleep MARKER` of ESCAPES are alive."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(env), cwd=REPO)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(env), cwd=REPO,
+                            preexec_fn=_as_in_a_terminal)
     deadline = time.monotonic() + timeout
     while len(live(marker, "sleep")) < 4:
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -403,6 +404,20 @@ def start_until(cmd: list[str], marker: str, timeout: float = 120, env: dict | N
             pytest.fail(f"hang: {marker} never started: {proc.communicate()[1][-2000:]}")
         time.sleep(0.05)
     return proc
+
+
+def _as_in_a_terminal() -> None:
+    """SIGINT as a foreground command has it (a test run in the background inherits it ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 30) -> str:
+    """The stderr of `proc`, which a signal was sent to; still running after `timeout` is a hang."""
+    try:
+        return proc.communicate(timeout=timeout)[1]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail(f"hang: {shlex.join(proc.args)} still running {timeout} s after the signal")
 
 
 ESCAPES = "setsid sleep {m} & (setsid sleep {m} &); nohup sleep {m} >/dev/null 2>&1 & sleep {m}"
@@ -415,7 +430,7 @@ def test_signal_to_sandbox_run_ends_every_process(tmp_path, isolation, sig):
     proc = start_until([PY, "-m", "pkagent", "sandbox", "run", "--isolation", isolation, "--workdir", str(tmp_path / "w"),
                         "--", ESCAPES.format(m=marker)], marker)
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=30)
+    err = finish(proc)
     none_left(marker)
     if sig != signal.SIGKILL:
         assert proc.returncode == 128 + sig and "Traceback" not in err, f"unclean: exit {proc.returncode}: {err}"
@@ -446,7 +461,7 @@ def test_signal_to_solve_mid_command(tmp_path, sig):
     proc = start_until([PY, "-m", "pkagent", *SOLVE, "--mode", "agent", "--model", f"replay:{t}", "--out", str(out),
                         *QUICK], marker)
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=30)
+    err = finish(proc)
     none_left(marker)
     events = [e["event"] for e in whole_lines(out / "transcript.jsonl")]
     assert events[0] == "start" and events[-1] == "action", f"lost: {events}"
@@ -463,3 +478,12 @@ def test_check_with_a_read_only_cache(tmp_path, mounts):
     out = pk("check", str(cand), "--problem", "all_reduce", "--device", "cpu", "--size", "0.001", "--trials", "1",
              env={"PKAGENT_CACHE": str(ro / "cache")}, prefix=prefix)
     clean(out, 2, str(ro / "cache"), "read-only")
+
+
+def test_run_with_unknown_hardware(tmp_path):
+    t = replay_transcript(tmp_path / "t.jsonl", ZERO_SHOT)
+    cfg = tmp_path / "exp.yaml"
+    cfg.write_text(json.dumps({"name": "x", "models": [f"replay:{t}"], "problems": ["all_reduce"], "device": "cpu",
+                               "hardware": "bogus", "run_dir": str(tmp_path / "runs")}))
+    clean(pk("run", str(cfg)), 2, "bogus.yaml: file not found")
+    assert not (tmp_path / "runs").exists(), "leftover: a run directory for a run that never started"
