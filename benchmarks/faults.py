@@ -147,6 +147,15 @@ def main() -> None:
         "",
         "The command was `" + __import__("test_faults").ESCAPES.format(m="MARKER") + "`.",
         "",
+        "## Not counted here",
+        "",
+        "- `pkagent check`'s own rank processes and temporary folder under signals, and its argument",
+        "  checks, are the checker's (tests/test_check*.py, docs/checker.md).",
+        "- The docker backend: a container outlives a SIGKILLed pkagent until `pkagent sandbox prune`",
+        "  (sandbox/README.md).",
+        "- A full disk under `pkagent run` and `pkagent search`: their files go through the same",
+        "  helpers (configs/files.py) as those of `solve` and `report`, which are counted.",
+        "",
     ]
     text = "\n".join(lines)
     if a.out == "-":

@@ -59,10 +59,12 @@ class LocalSandbox(WorkdirSandbox):
         self.isolation = resolve_isolation(config.isolation)
         if self.isolation == "bwrap":
             # the command's private /tmp, inside the work directory: nothing is left in the host's /tmp
-            # even when this process is killed before close() runs; such a leftover goes at the next open
-            for stale in self.workdir.glob(".tmp-*"):
-                shutil.rmtree(stale, ignore_errors=True)
-            self.tmp = tempfile.mkdtemp(prefix=".tmp-", dir=self.workdir)
+            # even when this process is killed before close() runs; such a leftover (its owner's pid
+            # is in its name) goes at the next open
+            for stale in self.workdir.glob(".tmp-*-*"):
+                if not _alive(int(stale.name.split("-")[1]) if stale.name.split("-")[1].isdigit() else 0):
+                    shutil.rmtree(stale, ignore_errors=True)
+            self.tmp = tempfile.mkdtemp(prefix=f".tmp-{os.getpid()}-", dir=self.workdir)
             self.prefix = bwrap_argv(self.workdir, self.tmp, shm_bytes=int(config.memory_gb * 2**30 / 2))
             self._probe()
 
@@ -128,6 +130,16 @@ class LocalSandbox(WorkdirSandbox):
         if self.tmp:
             shutil.rmtree(self.tmp, ignore_errors=True)
             self.tmp = None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return pid > 0
 
 
 @functools.cache

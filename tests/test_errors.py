@@ -76,3 +76,23 @@ def test_config_with_several_mistakes_names_them_all(tmp_path):
     for part in ("samples: expected greater than or equal to 1", "agent.step_limit: expected a valid integer",
                  "agent.colour: unknown key"):
         assert part in line
+
+
+def test_write_helpers_say_disk_full_and_leave_nothing(tmp_path):
+    """/dev/full answers every write with ENOSPC, on any machine; the namespace cases of
+    tests/test_faults.py do it on a real full file system."""
+    from configs.files import LineLog, make_dir, write_atomic
+
+    log = LineLog("/dev/full")
+    with pytest.raises(OutputError, match="^cannot write /dev/full: disk full$"):
+        log.append('{"event": "x"}')
+    log.close()
+    target = tmp_path / "result.json"
+    target.write_text("old")
+    with pytest.raises(OutputError, match="no/such/result.json"):
+        write_atomic(tmp_path / "no" / "such" / "result.json", "new")
+    write_atomic(target, "new")
+    assert target.read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["result.json"]
+    (tmp_path / "file").write_text("")
+    with pytest.raises(OutputError, match="--out: cannot write .*file/sub"):
+        make_dir(tmp_path / "file" / "sub", "--out: cannot write")

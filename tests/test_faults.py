@@ -54,7 +54,7 @@ def clean(out: subprocess.CompletedProcess, code: int, *words: str) -> str:
     if code == 2:
         assert len(lines) == 1 and lines[0].startswith("pkagent"), f"unclean: not one line: {out.stderr}"
         for w in words:
-            assert w in lines[0], f"unclean: {w!r} not in {lines[0]!r}"
+            assert w.lower() in lines[0].lower(), f"unclean: {w!r} not in {lines[0]!r}"
         return lines[0]
     return "\n".join(lines)
 
