@@ -159,6 +159,7 @@ def collect() -> dict[str, Any]:
         "gpu_note": gpus.get("note") or gpus.get("error"),
         "nvcc": _nvcc(),
         "bwrap": shutil.which("bwrap"),
+        "bwrap_problem": _bwrap_problem(),
         "multicast": {
             "supported": any(supported) if supported and None not in supported else (None if devices else False),
             "disabled_by_environment": multicast.disabled_by(),
@@ -191,7 +192,8 @@ def render(r: dict[str, Any]) -> None:
         t.add_row(f"  {i} <-> {j}", f"peer access {'yes' if p['peer_access'] else 'NO'}, {p['link']}")
     nv = r["nvcc"]
     t.add_row("nvcc", f"{nv['version']} ({nv['path']})" if nv["path"] else nv["note"])
-    t.add_row("bwrap", r["bwrap"] or "not found (sandbox isolation=bwrap unavailable)")
+    t.add_row("bwrap", f"{r['bwrap']}: the sandbox isolates commands (isolation auto = bwrap)" if not r["bwrap_problem"]
+              else f"{r['bwrap_problem']}: isolation auto runs the agent's commands unisolated")
     mc = r["multicast"]
     sup = {True: "supported", False: "not supported", None: "unknown"}[mc["supported"]]
     off = ", ".join(mc["disabled_by_environment"])
@@ -200,3 +202,9 @@ def render(r: dict[str, Any]) -> None:
     t.add_row("docker engine", f"answers at {dk['host']} (version {dk['version']})" if dk["answers"] else f"none at {dk['host']}")
     t.add_row("API keys set", ", ".join(r["api_keys_set"]) or "none")
     con.print(t)
+
+
+def _bwrap_problem() -> str | None:
+    from sandbox.local import bwrap_problem
+
+    return bwrap_problem()
