@@ -89,7 +89,7 @@ def solve(
 def view(
     transcript: Path = typer.Argument(..., help="A transcript.jsonl (or the run directory holding it)."),
     html: Optional[Path] = typer.Option(None, "--html", help="Also write a self-contained HTML page here."),
-    full: bool = typer.Option(False, "--full", help="Do not shorten long prompts and outputs."),
+    full: bool = typer.Option(False, "--full", help="Long prompts and outputs whole in the terminal, and unfolded in the HTML page."),
 ) -> None:
     """Print a transcript readably."""
     from agent.transcript import view as show

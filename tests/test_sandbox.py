@@ -215,7 +215,7 @@ def test_bwrap_has_no_network(jail):
     )
     try:
         # the same probe outside the sandbox reaches the server: the probe can tell
-        outside = subprocess.run([sys.executable, "-c", probe, targets[0]], capture_output=True, text=True, timeout=30)
+        outside = deadlines.run([sys.executable, "-c", probe, targets[0]], text=True)
         assert "CONNECTED" in outside.stdout, outside.stdout + outside.stderr
         server.accept()[0].close()
         jail.put("probe.py", probe)
