@@ -62,10 +62,13 @@ def test_signature_read_without_running_the_file(tmp_path):
         signature("def solution(x)\n", "ref.py")
 
 
-def test_inputs_described_from_the_checkouts_generator_in_other_processes(tree):
+def test_inputs_described_from_the_checkouts_generator_in_other_processes(tree, tmp_path, monkeypatch):
     assert checkout_imported() == []
+    monkeypatch.setenv("PKAGENT_CACHE", str(tmp_path))
     two = load_pkb(tree, "2")
     text = describe_inputs(two, 2, 1 / 64)
+    (cached,) = (tmp_path / "pkb_inputs").glob("*.json")  # the next sample's process reads it from here
+    assert describe_inputs(two, 2, 1 / 64) == text and "process group" in cached.read_text()
     assert "args[0]: tensor (64, 128) bfloat16" in text and "args[1]: tensor (128, 64) bfloat16" in text, text
     assert "args[2]: process group of 2 ranks [0, 1] (the whole world)" in text
     three = describe_inputs(load_pkb(tree, "3"), 4, 1 / 64)
