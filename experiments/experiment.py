@@ -325,13 +325,18 @@ def run_experiment(cfg: ExperimentConfig, redo: str | None = None, progress: boo
             console.print(f"[bold]{cfg.name}[/]: {len(tasks)} samples ({len(problems)} problems x {len(cfg.models)} models x "
                           f"{len(cfg.modes)} modes x {cfg.samples}), {len(tasks) - len(todo)} finished before, "
                           f"{len(todo)} to run; {cfg.executor} executor, {cfg.llm_concurrency} at once -> {root}")
+        live = progress and console.is_terminal  # in a pipe or a log: one whole line per finished sample instead
         bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[line]}"),
-                       TimeElapsedColumn(), console=console, disable=not progress)
+                       TimeElapsedColumn(), console=console, disable=not live)
         with bar:
             row = bar.add_task(cfg.name, total=tally.total, completed=tally.done, line=tally.line())
+            shown = [tally.done]
 
             def show() -> None:
                 bar.update(row, completed=tally.done, line=tally.line())
+                if progress and not live and tally.done != shown[0]:
+                    shown[0] = tally.done
+                    console.print(tally.line(), soft_wrap=True)
 
             execute(todo, make_executor(cfg) if todo else None, cfg.llm_concurrency, tally, cfg.cost_limit_usd, show)
         if progress and tally.skipped:
