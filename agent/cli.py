@@ -39,8 +39,9 @@ def print_summary(result) -> None:  # result: agent.solve.SolveResult
     if check and check.perf:
         p = check.perf
         rows.append(("time", f"{p.candidate.median_ms:.4g} ms per call (median of {p.candidate.batches} batches) vs "
-                             f"reference {p.reference.median_ms:.4g} ms: speedup {p.speedup:.2f}x, "
-                             f"{p.candidate_roofline_fraction:.0%} of the {p.hardware} roofline"))
+                             f"reference {p.reference.median_ms:.4g} ms: speedup {p.speedup:.2f}x"
+                             + (f", {p.candidate_roofline_fraction:.0%} of the {p.hardware} roofline"
+                                if p.candidate_roofline_fraction is not None else " (no roofline for this problem)")))
     u = result.usage
     rows += [
         ("steps", str(result.steps)),

@@ -338,3 +338,16 @@ def test_failure_classes_of_checker_messages():
     assert cls("runtime_error", "rank 0: RuntimeError: CUDA error: an illegal memory access was encountered") == "runtime error"
     assert cls("timeout", "ranks [0, 1] made no progress for 20 s") == "deadlock"
     assert cls("refused", "refused, nothing was run: NVLink multicast is disabled here") == "other"
+
+
+def test_solve_summary_of_a_timed_problem_without_roofline(capsys):
+    from agent.cli import print_summary
+    from agent.solve import SolveResult
+    from eval.result import CheckResult, Perf, Timing
+
+    t = Timing(median_ms=0.02, min_ms=0.01, max_ms=0.03, batches=5, calls_per_batch=10)
+    check = CheckResult(status="correct", problem="1_allreduce", candidate="c", world_size=2, device="cuda", trials=5,
+                        perf=Perf(reference=t, candidate=t.model_copy(update={"median_ms": 0.01}), speedup=2.0))
+    print_summary(SolveResult(problem="pkb:/x::1", model="replay:x", mode="agent", status="submitted", correct=True, check=check))
+    out = " ".join(capsys.readouterr().out.split())
+    assert "speedup 2.00x (no roofline for this problem)" in out
