@@ -137,6 +137,8 @@ class Ranks:
             stdout=open(logs / "launcher.log", "wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True))
         judge_env = {**candidate_env(tmp / "judge", tmp / "judge", extra_env), "PKAGENT_PARENT_PID": str(os.getpid())}
+        if "PKAGENT_PIN" in os.environ:
+            judge_env["PKAGENT_PIN"] = os.environ["PKAGENT_PIN"]
         for rank, (mine, theirs) in enumerate(pairs):
             theirs.close()
             r, w = os.pipe()

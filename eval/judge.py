@@ -106,9 +106,13 @@ class Judge:
             torch.cuda.set_device(rank)
             self.device = torch.device("cuda", rank)
             cpus = local_cpus(rank)
-            if cpus:
-                os.sched_setaffinity(0, cpus)
-            self.cpus = cpus
+            pin = os.environ.get("PKAGENT_PIN", "split")
+            self.cpus = None
+            if cpus and pin != "none":
+                half = len(cpus) // 2 if pin == "split" and len(cpus) >= 4 else 0
+                mine, theirs = (cpus[:half], cpus[half:]) if half else (cpus, cpus)
+                os.sched_setaffinity(0, mine)
+                self.cpus = theirs  # the runner's
         else:
             self.device = torch.device("cpu")
             self.cpus = None
