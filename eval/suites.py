@@ -214,8 +214,8 @@ def _describe(x, depth: int = 0) -> str:
     return type(x).__name__
 
 
-def _describe_rank(root: str, stem: str, world: int, rank: int, port: int, size: float) -> list[str]:
-    """In a process of its own: join a gloo group, run the generator on CPU, describe each input."""
+def _describe_rank(root: str, stem: str, world: int, rank: int, port: int, size: float, device: str) -> list[str]:
+    """In a process of its own: join a gloo group, run the generator on `device`, describe each input."""
     import torch.distributed as dist
     from datetime import timedelta
 
@@ -223,22 +223,22 @@ def _describe_rank(root: str, stem: str, world: int, rank: int, port: int, size:
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
     try:
         prob = load_pkb(Path(root), stem)
-        return [_describe(x) for x in prob.make_inputs(rank, world, 0, "cpu", size)]
+        return [_describe(x) for x in prob.make_inputs(rank, world, 0, device, size)]
     finally:
         dist.destroy_process_group()
 
 
-@functools.lru_cache(maxsize=64)
-def _describe_cached(root: str, stem: str, world: int, size: float, stamp: tuple) -> tuple:
+def _run_generator(root: str, stem: str, world: int, size: float, device: str) -> tuple:
+    """("ok", per-rank descriptions) or ("error", why), from `world` processes of a gloo group."""
     from torch.distributed import TCPStore
 
     store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
            "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    argv = [sys.executable, "-m", "eval.suites", root, stem, str(world), "RANK", str(store.port), repr(size), device]
     with tempfile.TemporaryDirectory(prefix="pkagent-inputs-") as tmp:
-        procs = [subprocess.Popen([sys.executable, "-m", "eval.suites", root, stem, str(world), str(r), str(store.port), repr(size)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=tmp, env=env, start_new_session=True)
-                 for r in range(world)]
+        procs = [subprocess.Popen([str(r) if a == "RANK" else a for a in argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  cwd=tmp, env=env, start_new_session=True) for r in range(world)]
         outs = []
         try:
             for p in procs:
@@ -260,6 +260,17 @@ def _describe_cached(root: str, stem: str, world: int, size: float, stamp: tuple
             return ("error", got["error"])
         ranks.append(tuple(got["inputs"]))
     return ("ok", tuple(ranks))
+
+
+@functools.lru_cache(maxsize=64)
+def _describe_cached(root: str, stem: str, world: int, size: float, stamp: tuple) -> tuple:
+    """On the meta device first (shapes without memory: some generators make tens of GB), then,
+    for a generator that needs values (.item(), data-dependent shapes), on CPU."""
+    first = _run_generator(root, stem, world, size, "meta")
+    if first[0] == "ok":
+        return first
+    second = _run_generator(root, stem, world, size, "cpu")
+    return second if second[0] == "ok" else ("error", second[1])
 
 
 def describe_inputs(problem: Problem, world_size: int, size: float = 1.0) -> str:
@@ -375,9 +386,10 @@ def glob_escape(text: str) -> str:
     return re.sub(r"([*?[])", r"[\1]", text)
 
 
-if __name__ == "__main__":  # python -m eval.suites ROOT STEM WORLD RANK PORT SIZE (describe_inputs' processes)
-    root_, stem_, world_, rank_, port_, size_ = sys.argv[1:7]
+if __name__ == "__main__":  # python -m eval.suites ROOT STEM WORLD RANK PORT SIZE DEVICE (describe_inputs' processes)
+    root_, stem_, world_, rank_, port_, size_, device_ = sys.argv[1:8]
     try:
-        print(json.dumps({"inputs": _describe_rank(root_, stem_, int(world_), int(rank_), int(port_), float(size_))}), flush=True)
+        print(json.dumps({"inputs": _describe_rank(root_, stem_, int(world_), int(rank_), int(port_), float(size_), device_)}),
+              flush=True)
     except Exception as e:  # noqa: BLE001 - whatever the checkout's generator raises, said in one line
         print(json.dumps({"error": f"{type(e).__name__}: {str(e)[:500]}"}), flush=True)

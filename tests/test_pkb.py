@@ -75,6 +75,14 @@ def test_inputs_described_from_the_checkouts_generator_in_other_processes(tree, 
     assert "Every rank of 4" in three and "float 0.5" in three, three
     assert "list of 3: [tensor (128, 8) bfloat16" in three and "float 0.5" in three
     assert checkout_imported() == []  # nothing of the checkout ran in this process
+    # shapes without memory (meta), and values where the generator needs them (CPU)
+    odd = make_tree(tree.parent / "odd")
+    (odd / "utils" / "input_output_tensors.py").write_text(
+        "import torch\n\ndef create_input_tensor(rank, world_size, problem_id, base_shape, dtype, trial=0, device=None):\n"
+        "    if problem_id == 1:\n        return (torch.empty((1 << 40,), dtype=dtype, device=device),)\n"
+        "    n = int(torch.full((1,), 5, device=device).item())\n    return (torch.zeros((n, 3), dtype=dtype, device=device), None, 1.0)\n")
+    assert describe_inputs(load_pkb(odd, "1"), 2).endswith("args[0]: tensor (1099511627776,) bfloat16")
+    assert "args[0]: tensor (5, 3) bfloat16" in describe_inputs(load_pkb(odd, "2"), 2)
     broken = make_tree(tree.parent / "broken")
     (broken / "utils" / "input_output_tensors.py").write_text("def create_input_tensor(*a, **k):\n    raise RuntimeError('boom')\n")
     failed = describe_inputs(load_pkb(broken, "1"), 2)
