@@ -6,6 +6,7 @@
    gone (owner killed -> keeper reads end-of-file -> tree ended), per isolation mode;
 3. times a command that does nothing (`true`) per isolation mode: the keeper's cost.
 
+    eval "$(bash scripts/container-engine.sh start)"   # optional: the docker case
     python benchmarks/faults.py            # writes docs/faults.md
     python benchmarks/faults.py --out -    # prints it
 """
@@ -151,8 +152,8 @@ def main() -> None:
         "",
         "- `pkagent check`'s own rank processes and temporary folder under signals, and its argument",
         "  checks, are the checker's (tests/test_check*.py, docs/checker.md).",
-        "- The docker backend: a container outlives a SIGKILLed pkagent until `pkagent sandbox prune`",
-        "  (sandbox/README.md).",
+        "- The docker backend needs an engine: its case (a SIGKILLed owner's container, removed at the",
+        "  next open) skips without one; `eval \"$(bash scripts/container-engine.sh start)\"` provides it.",
         "- A full disk under `pkagent run` and `pkagent search`: their files go through the same",
         "  helpers (configs/files.py) as those of `solve` and `report`, which are counted.",
         "",

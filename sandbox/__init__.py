@@ -112,6 +112,19 @@ class OutputClip:
         return f"{head}\n[... {self.dropped} bytes of output dropped here ...]\n{tail}"
 
 
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` exists on this machine (pid <= 0: no)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def shell_exit_code(returncode: int) -> int:
     """subprocess's -N for 'killed by signal N' as a shell reports it: 128+N."""
     return 128 - returncode if returncode < 0 else returncode

@@ -7,7 +7,8 @@ that only reaps orphans. Each command is `bash -c` under a wrapper that sets the
 and, when the command returns, kills every other process of the container (`kill -9 -1` spares
 PID 1 and the caller), so nothing started by one command outlives it. At the deadline the same
 kill comes from a second exec, from outside the command. Containers carry labels; they are
-removed on close, at interpreter exit, and by `pkagent sandbox prune` after a crash.
+removed on close, at interpreter exit, and, after a crash or SIGKILL, by the next sandbox opened
+on this host or `pkagent sandbox prune`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import time
 from pathlib import Path
 
 from configs import SandboxConfig
-from sandbox import TIMEOUT_EXIT_CODE, ExecResult, OutputClip, SandboxError, WorkdirSandbox, allowed_env
+from sandbox import (TIMEOUT_EXIT_CODE, ExecResult, OutputClip, SandboxError, WorkdirSandbox, allowed_env,
+                     process_alive)
 
 LABEL = "pkagent.sandbox"
 OWNER = "pkagent.owner"  # "hostname:pid" of the process that opened it
@@ -52,6 +54,7 @@ class DockerSandbox(WorkdirSandbox):
         super().__init__(workdir)
         self.config = config
         self.client = client()
+        prune()  # containers of this host whose pkagent was killed (SIGKILL: no code ran to remove them)
         try:
             self.client.images.get(config.image)
         except docker.errors.ImageNotFound:
@@ -153,19 +156,9 @@ def prune(everything: bool = False) -> list[str]:
     removed = []
     for container in client().containers.list(all=True, filters={"label": LABEL}):
         host, _, pid = container.labels.get(OWNER, "").rpartition(":")
-        if everything or (host == socket.gethostname() and not _alive(int(pid or 0))):
+        if everything or (host == socket.gethostname() and not process_alive(int(pid) if pid.isdigit() else 0)):
             _remove(container)
             removed.append(container.name)
     return removed
 
 
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

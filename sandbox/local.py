@@ -32,6 +32,7 @@ from sandbox import (
     SandboxError,
     WorkdirSandbox,
     allowed_env,
+    process_alive,
     shell_exit_code,
 )
 
@@ -62,7 +63,8 @@ class LocalSandbox(WorkdirSandbox):
             # even when this process is killed before close() runs; such a leftover (its owner's pid
             # is in its name) goes at the next open
             for stale in self.workdir.glob(".tmp-*-*"):
-                if not _alive(int(stale.name.split("-")[1]) if stale.name.split("-")[1].isdigit() else 0):
+                owner = stale.name.split("-")[1]
+                if not process_alive(int(owner) if owner.isdigit() else 0):
                     shutil.rmtree(stale, ignore_errors=True)
             self.tmp = tempfile.mkdtemp(prefix=f".tmp-{os.getpid()}-", dir=self.workdir)
             self.prefix = bwrap_argv(self.workdir, self.tmp, shm_bytes=int(config.memory_gb * 2**30 / 2))
@@ -130,16 +132,6 @@ class LocalSandbox(WorkdirSandbox):
         if self.tmp:
             shutil.rmtree(self.tmp, ignore_errors=True)
             self.tmp = None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return pid > 0
 
 
 @functools.cache

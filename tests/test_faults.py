@@ -487,3 +487,36 @@ def test_run_with_unknown_hardware(tmp_path):
                                "hardware": "bogus", "run_dir": str(tmp_path / "runs")}))
     clean(pk("run", str(cfg)), 2, "bogus.yaml: file not found")
     assert not (tmp_path / "runs").exists(), "leftover: a run directory for a run that never started"
+
+
+def _engine_problem() -> str | None:
+    if not (os.environ.get("DOCKER_HOST") and os.environ.get("SANDBOX_TEST_IMAGE")):
+        return 'no container engine: eval "$(bash scripts/container-engine.sh start)" starts one'
+    return None
+
+
+@pytest.mark.skipif(_engine_problem() is not None, reason=str(_engine_problem()))
+def test_docker_sandbox_of_a_killed_owner_goes_at_the_next_open(tmp_path):
+    """SIGKILL of `pkagent sandbox run --backend docker` leaves its container (no code runs); the
+    next docker sandbox opened on this host removes it."""
+    from sandbox.docker import LABEL, OWNER, client
+
+    marker = f"603.{uuid.uuid4().int % 10**6}"
+    image = os.environ["SANDBOX_TEST_IMAGE"]
+    run = ("sandbox", "run", "--backend", "docker", "--image", image, "--workdir", str(tmp_path))
+    proc = subprocess.Popen([PY, "-m", "pkagent", *run, "--", f"sleep {marker}"], cwd=REPO, env=_env(None),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def mine() -> list:
+        return [c for c in client().containers.list(all=True, filters={"label": LABEL})
+                if c.labels.get(OWNER, "").endswith(f":{proc.pid}")]
+
+    deadline = time.monotonic() + 120
+    while not (mine() and live(marker, "sleep")) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert mine(), f"hang: no container came up: {proc.poll()}"
+    proc.kill()
+    proc.wait()
+    clean(pk(*run, "--", "true"), 0)
+    assert not mine(), "leftover: the killed owner's container is still there after the next open"
+    none_left(marker)

@@ -197,11 +197,11 @@ def test_container_is_removed_at_interpreter_exit(tmp_path):
 
 
 def test_prune_removes_leftovers_of_a_crashed_run_only(tmp_path):
-    proc, crashed = _open_in_child(tmp_path / "a", "time.sleep(600)")
-    proc.send_signal(signal.SIGKILL)  # no atexit, no close: the container is left behind
-    proc.wait(10)
-    assert crashed in [c.name for c in client().containers.list(all=True)]
-    with open_sandbox(config(), tmp_path / "b") as live:
+    with open_sandbox(config(), tmp_path / "b") as live:  # opened first: an open prunes too
+        proc, crashed = _open_in_child(tmp_path / "a", "time.sleep(600)")
+        proc.send_signal(signal.SIGKILL)  # no atexit, no close: the container is left behind
+        proc.wait(10)
+        assert crashed in [c.name for c in client().containers.list(all=True)]
         out = deadlines.run([sys.executable, "-m", "pkagent", "sandbox", "prune"], text=True)
         assert out.returncode == 0, out.stderr
         assert f"removed {crashed}" in out.stdout and live.container.name not in out.stdout
