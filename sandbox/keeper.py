@@ -113,15 +113,18 @@ def main(argv: list[str]) -> int:
         os.setpgid(pid, pid)
     except OSError:
         pass  # the child already did it, or already exited
-    child = os.pidfd_open(pid)
+    try:
+        child, tick = [os.pidfd_open(pid)], None  # readable when the command exits
+    except OSError:  # Linux before 5.3: look every 50 ms
+        child, tick = [], 0.05
     status = None
     while status is None:
-        ready, _, _ = select.select([child, watch, stop_r], [], [])
-        if child in ready:
-            _, raw = os.waitpid(pid, 0)
+        ready, _, _ = select.select([*child, watch, stop_r], [], [], tick)
+        done, raw = os.waitpid(pid, os.WNOHANG)
+        if done:
             status = os.waitstatus_to_exitcode(raw)
             status = 128 - status if status < 0 else status
-        elif ready:  # the owner is gone, closed the pipe, or sent a signal
+        elif watch in ready or stop_r in ready:  # the owner is gone, closed the pipe, or sent a signal
             break
     end_tree(pid)
     return 137 if status is None else status
