@@ -115,7 +115,7 @@ def main(argv: list[str]) -> int:
         pass  # the child already did it, or already exited
     try:
         child, tick = [os.pidfd_open(pid)], None  # readable when the command exits
-    except OSError:  # Linux before 5.3: look every 50 ms
+    except (OSError, AttributeError):  # Linux before 5.3: look every 50 ms
         child, tick = [], 0.05
     status = None
     while status is None:
