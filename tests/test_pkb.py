@@ -359,3 +359,20 @@ def test_solve_summary_of_a_timed_problem_without_roofline(capsys):
     print_summary(SolveResult(problem="pkb:/x::1", model="replay:x", mode="agent", status="submitted", correct=True, check=check))
     out = " ".join(capsys.readouterr().out.split())
     assert "speedup 2.00x (no roofline for this problem)" in out
+
+
+def test_solve_command_on_a_pkb_checkout(tree, tmp_path):
+    import subprocess
+
+    script = tmp_path / "reply.jsonl"
+    reply = {"text": f"```python\n{ALL_REDUCE_P2P}```\n", "tool_calls": [], "usage": {}, "cost_usd": 0.0, "finish_reason": "stop"}
+    script.write_text(json.dumps({"event": "response", "step": 1, "reply": reply}) + "\n")
+    run = [sys.executable, "-m", "pkagent", "solve", "--problem", "1", "--model", f"replay:{script}", "--mode", "zero-shot",
+           "--device", "cpu", "size=0.001", "check.trials=2"]
+    out = subprocess.run([*run, "--suite", f"pkb:{tree}", "--out", str(tmp_path / "run")], capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "COLUMNS": "200"})
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "correct, 2/2 trials" in out.stdout
+    assert (tmp_path / "run" / "solutions_cuda_bf16_h200_2_replay_reply.jsonl" / "1_all_reduce_cuda.py").read_text() == ALL_REDUCE_P2P
+    bad = subprocess.run([*run, "--suite", f"pkb:{tmp_path}"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "not a ParallelKernelBench checkout" in bad.stderr and "Traceback" not in bad.stderr
