@@ -52,10 +52,11 @@ def test_trick_is_caught(name, perf, status, words):
 
 def test_skipping_work_when_called_rapidly_never_passes():
     # Each rank decides alone when calls come "rapidly": one skips its all_reduce while its peer
-    # waits in one, or both skip and the drawn output is stale.
+    # waits in one (a deadlock), or both skip and a drawn output is stale, or every drawn output
+    # happened to be right and the time beats the hardware's peak (GPU problems with a roofline).
     r = run("skips_when_rapid", perf=True, timeout=20)
-    assert r.status in ("incorrect", "timeout"), (r.status, r.message)
-    assert "drawn after the batch" in r.message or "no progress" in r.message
+    assert r.status in ("incorrect", "timeout", "cheating_detected"), (r.status, r.message)
+    assert any(w in r.message for w in ("drawn after the batch", "no progress", "peak")), r.message
 
 
 def test_a_race_is_called_nondeterministic():
