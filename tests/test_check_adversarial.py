@@ -35,6 +35,8 @@ def run(name, **kw):
         # timed calls are checked calls
         ("skips_when_timed", True, "incorrect", "drawn after the batch"),
         ("patches_runner_globals", True, "incorrect", "drawn after the batch"),
+        # the times the candidate's process reports are checked against the judge's clock
+        ("forges_loop_time", True, "cheating_detected", "forged or tampered clock"),
         # outputs are plain tensors
         ("lazy_tensor", False, "cheating_detected", "torch.Tensor subclass"),
         # caches
