@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-QUIET_CORE_S = 0.06  # the loop below on an idle 3 GHz x86 core, Python 3.11
+QUIET_CORE_S = 0.06  # the loop below on an idle modern x86 core, Python 3.11 (an estimate: it only lengthens deadlines)
 
 
 def _measure() -> float:
