@@ -132,7 +132,7 @@ class Ranks:
         if mode != "bwrap":
             launcher_env["PKAGENT_PARENT_PID"] = str(os.getpid())
         self.runners.append(subprocess.Popen(
-            [*prefix, sys.executable, "-m", "eval.runner", str(run / "spec.json"), "launch"],
+            [*prefix, sys.executable, "-m", "eval.launch", str(run / "spec.json")],
             env=launcher_env, pass_fds=runner_fds, cwd=str(run / "cand"),
             stdout=open(logs / "launcher.log", "wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True))

@@ -39,7 +39,8 @@ import torch.distributed as dist
 
 from eval import compare as cmp
 from eval import wire
-from eval.runner import die_with_parent, sync, tweak
+from eval.launch import die_with_parent
+from eval.runner import sync, tweak
 
 
 class Failed(Exception):

@@ -24,7 +24,8 @@ def test_honest_is_correct_and_speedup_near_one():
     assert 0.9 <= r.perf.speedup <= 1.1, r.perf
     lo, hi = r.perf.speedup_ci
     assert lo <= 1.0 <= hi or abs(r.perf.speedup - 1) < 0.05, r.perf  # the truth is 1
-    assert r.perf.verified_calls == r.perf.pairs    assert r.perf.roofline_ms and 0 < r.perf.reference_roofline_fraction <= 1.0
+    assert r.perf.verified_calls == r.perf.pairs
+    assert r.perf.roofline_ms and 0 < r.perf.reference_roofline_fraction <= 1.0
 
 
 def test_side_stream_work_is_timed():
