@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
+import deadlines
+
 from eval.check import UsageError, check
 
 CANDIDATES = Path(__file__).parent / "candidates"
-SMALL = dict(world_size=2, device="cpu", size=1 / 1024, trials=3, timeout=60)
+SMALL = dict(world_size=2, device="cpu", size=1 / 1024, trials=3, timeout=deadlines.scaled(60))
 
 
 def run(name, **kw):
@@ -166,7 +168,7 @@ def test_variable_size_problems_time_cleanly(tmp_path, problem):
 
     path = tmp_path / "c.py"
     path.write_text(candidate_source(load_problem(problem)))
-    r = check(path, problem, world_size=2, device="cpu", size=1 / 256, trials=2, timeout=60, perf=True, batches=3)
+    r = check(path, problem, world_size=2, device="cpu", size=1 / 256, trials=2, timeout=deadlines.scaled(60), perf=True, batches=3)
     assert r.status == "correct", (r.message, r.log_tail[-1500:])
     assert r.perf is not None
 
@@ -184,7 +186,7 @@ PKB = Path(__file__).parent / "fixtures" / "pkb"
 )
 def test_parallelkernelbench_suite(problem, candidate, status):
     r = check(PKB / "solutions" / f"{candidate}.py", problem, suite=f"pkb:{PKB}", world_size=2, device="cpu",
-              size=1 / 64, trials=2, timeout=60, perf=status == "correct")
+              size=1 / 64, trials=2, timeout=deadlines.scaled(60), perf=status == "correct")
     assert r.status == status, (r.message, r.log_tail[-800:])
     if status == "correct":
         assert r.perf is not None and r.perf.roofline_ms is None

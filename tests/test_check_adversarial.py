@@ -10,13 +10,15 @@ from pathlib import Path
 
 import pytest
 
+import deadlines
+
 from eval.check import check
 from eval.confine import bwrap_works
 
 CANDIDATES = Path(__file__).parent / "candidates"
 # PKAGENT_TEST_DEVICE=cuda runs the same set on two GPUs (the GPU sweep's `adversarial` stage).
 DEVICE = os.environ.get("PKAGENT_TEST_DEVICE", "cpu")
-SMALL = dict(world_size=2, device=DEVICE, size=1 / 1024, trials=3, timeout=90, time_budget_s=1.0, batches=4)
+SMALL = dict(world_size=2, device=DEVICE, size=1 / 1024, trials=3, timeout=deadlines.scaled(90), time_budget_s=1.0, batches=4)
 needs_bwrap = pytest.mark.skipif(bool(bwrap_works()), reason=f"needs bubblewrap: {bwrap_works()}")
 
 
@@ -56,7 +58,7 @@ def test_skipping_work_when_called_rapidly_never_passes():
     # Each rank decides alone when calls come "rapidly": one skips its all_reduce while its peer
     # waits in one (a deadlock), or both skip and a drawn output is stale, or every drawn output
     # happened to be right and the time beats the hardware's peak (GPU problems with a roofline).
-    r = run("skips_when_rapid", perf=True, timeout=20)
+    r = run("skips_when_rapid", perf=True, timeout=deadlines.scaled(20))
     assert r.status in ("incorrect", "timeout", "cheating_detected"), (r.status, r.message)
     assert any(w in r.message for w in ("drawn after the batch", "no progress", "peak")), r.message
 

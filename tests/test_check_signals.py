@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+import deadlines
+
 CANDIDATES = Path(__file__).parent / "candidates"
 
 
@@ -36,15 +38,15 @@ def test_no_process_outlives_a_killed_check(tmp_path, sig, confine):
     proc = subprocess.Popen([sys.executable, "-m", "pkagent", "check", str(CANDIDATES / "escapes_and_hangs.py"), "--problem", "all_reduce",
                              "--device", "cpu", "--size", "0.001", "--timeout", "600", "--confine", confine],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + deadlines.scaled(240)
     # wait until the candidate's escaped child is up on both ranks (it writes a file each)
     while len(list(tmp_path.glob("pkagent-check-*/run/tmp/escaped-*"))) + len(list(tmp_path.glob("escaped-*"))) < 2:
         assert proc.poll() is None and time.monotonic() < deadline, "the check never reached the hang"
         time.sleep(0.5)
     assert started_by(str(tmp_path))
     proc.send_signal(sig)
-    proc.wait(timeout=30)
-    end = time.monotonic() + 5
+    proc.wait(timeout=deadlines.scaled(30))
+    end = time.monotonic() + deadlines.scaled(5)
     while started_by(str(tmp_path)) and time.monotonic() < end:
         time.sleep(0.2)
     assert started_by(str(tmp_path)) == [], "processes outlived the check"
