@@ -100,7 +100,7 @@ def pkb_failure(result) -> str | None:
     return failure_class(result.check) if result.check is not None else "no candidate"
 
 
-def load_run(root: Path) -> tuple[dict[str, Any], list[Sample]]:
+def load_run(root: Path, warn: bool = True) -> tuple[dict[str, Any], list[Sample]]:
     """The experiment's metadata and its finished samples."""
     from agent.solve import SolveResult
 
@@ -123,7 +123,9 @@ def load_run(root: Path) -> tuple[dict[str, Any], list[Sample]]:
                 reason = ".".join(map(str, first["loc"])) + ": " + first["msg"] if first["loc"] else first["msg"]
             else:
                 reason = str(e).strip().splitlines()[0]
-            print(f"pkagent report: warning: {path}: damaged result ({reason}); counted as a harness error", file=sys.stderr)
+            if warn:
+                print(f"pkagent report: warning: {path}: damaged result ({reason}); counted as a harness error",
+                      file=sys.stderr)
             model = meta.get("models", {}).get(path.parents[3].name, path.parents[3].name)
             r = SolveResult(problem=path.parents[2].name, model=model, mode=path.parents[1].name, status="error",
                             message=f"damaged result.json ({reason})", out_dir=str(path.parent))
@@ -529,7 +531,7 @@ def report(
             write_csv(out / "pkb.csv", pkb_rows(data))
             written.append(out / "pkb.csv")
     if as_html:
-        _, samples = load_run(run_dir)
+        _, samples = load_run(run_dir, warn=False)  # build() warned already
         write_atomic(out / "report.html", render_html(data, plots(data, _by(samples, "model", "mode")), other))
         written.append(out / "report.html")
     if not as_json:

@@ -148,8 +148,11 @@ def run_dir(root: Path) -> Path:
     """A finished two-sample run of `pkagent run`'s layout: sample_0 correct, sample_1 its copy."""
     from agent.solve import SolveResult
 
-    meta = {"name": "faults", "config": {"name": "faults"}, "problems": {"all_reduce": {"category": "collective"}},
-            "models": {"replay_x": "replay:x"}}
+    from configs import ExperimentConfig
+
+    config = ExperimentConfig(name="faults", models=["replay:x"], problems=["all_reduce"], device="cpu")
+    meta = {"name": "faults", "config": config.model_dump(mode="json"),
+            "problems": {"all_reduce": {"ref": "all_reduce", "category": "collective"}}, "models": {"replay_x": "replay:x"}}
     (root).mkdir(parents=True)
     (root / "experiment.json").write_text(json.dumps(meta))
     for k in (0, 1):
@@ -208,9 +211,10 @@ def test_report_counts_a_truncated_result_as_a_harness_error(tmp_path):
     root = run_dir(tmp_path / "run")
     bad = root / "replay_x" / "all_reduce" / "zero-shot" / "sample_1" / "result.json"
     bad.write_text(bad.read_text()[:40])
-    out = pk("report", str(root), "--json")
+    out = pk("report", str(root), "--json", "--html")
     clean(out, 0)
     assert f"{bad}: damaged result (Invalid JSON: EOF" in out.stderr and "counted as a harness error" in out.stderr
+    assert out.stderr.count("damaged result") == 1, f"unclean: {out.stderr}"
     group = json.loads(out.stdout)["groups"][0]
     assert group["samples"] == 2 and group["pass_at_k"]["1"] == 0.5, f"lost: {group}"
     assert group["failures"] == {"harness error": 1}, group
