@@ -19,7 +19,7 @@ CONFIG_DIR = Path(__file__).resolve().parent
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # no nan or inf in any setting
 
 
 class HardwareProfile(Strict):

@@ -524,3 +524,10 @@ def test_docker_sandbox_of_a_killed_owner_goes_at_the_next_open(tmp_path):
     clean(pk(*run, "--", "true"), 0)
     assert not mine(), "leftover: the killed owner's container is still there after the next open"
     none_left(marker)
+
+
+def test_nan_and_inf_settings_are_refused(tmp_path):
+    t = replay_transcript(tmp_path / "t.jsonl", ZERO_SHOT)
+    out = pk(*SOLVE, "--mode", "zero-shot", "--model", f"replay:{t}", "--out", str(tmp_path / "o"), "size=inf",
+             "check.timeout_s=nan")
+    clean(out, 2, "2 problems", "size: expected a finite number", "check.timeout_s: expected a finite number")
