@@ -13,7 +13,7 @@ import json
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from agent.models import TOOLS, Client, ModelError, Reply, Usage
 from agent.transcript import Transcript
@@ -35,9 +35,13 @@ class FormatError(Exception):
     """The reply carried no valid action; str() is what the model is told."""
 
 
+Ending = Literal["submitted", "step_limit", "cost_limit", "time_limit", "format_error", "context_length", "model_error",
+                 "completed"]  # how the model's part of a sample ended (completed: the zero-shot reply)
+
+
 @dataclass
 class Outcome:
-    status: str  # submitted, step_limit, cost_limit, time_limit, format_error, or a model error kind
+    status: Ending
     message: str = ""
     steps: int = 0
     cost_usd: float = 0.0

@@ -12,17 +12,16 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agent.loop import Agent, Outcome
+from agent.loop import Agent, Ending, Outcome
 from agent.models import Client, ModelError, Usage, get_model
 from agent.transcript import Transcript
-from configs import AgentConfig, CheckConfig, ConfigError, PkbConfig, SandboxConfig, Strict, apply_overrides, validate
+from agent.trusted import check_kernel, lease, machine_pool
+from configs import ConfigError, SampleSettings, Strict, apply_overrides, validate
 from configs.errors import OutputError
 from configs.files import make_dir, write_atomic
 from eval.result import CheckResult
@@ -39,27 +38,26 @@ class Refine(Strict):
     feedback: str
 
 
-class SolveConfig(Strict):
+class SolveConfig(SampleSettings):
+    """One sample: `pkagent solve`'s options, and what the runner and the search give each of their samples."""
+
     problem: str = Field(description="a problem id, or pkb:PATH::ID for a ParallelKernelBench problem")
     model: str = Field(description="PROVIDER:MODEL, e.g. anthropic:claude-sonnet-4-6 or replay:PATH")
     mode: Literal["agent", "zero-shot"] = "agent"
     base_url: str | None = None
-    world_size: int = Field(default=2, ge=1)
-    device: Literal["cuda", "cpu"] = "cuda"
-    size: float = Field(default=1.0, gt=0, description="problem size scale for the checks")
-    hardware: str = "h200_2"
-    agent: AgentConfig = Field(default_factory=AgentConfig)
-    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
-    check: CheckConfig = Field(default_factory=CheckConfig)
     refine: Refine | None = Field(default=None, description="start from this kernel (pkagent search)")
-    pkb: PkbConfig = Field(default_factory=PkbConfig)
+
+
+Status = Literal[Ending, "error", "no_candidate"]  # error: of the harness; no_candidate: an existing generation without a file
 
 
 class SolveResult(BaseModel):
+    """A sample's record, its result.json: how it ended, what it cost, and the trusted check."""
+
     problem: str
     model: str
     mode: str
-    status: str  # how the sample ended: submitted, step_limit, ..., completed (zero-shot), format_error, error
+    status: Status
     message: str = ""
     correct: bool = False
     steps: int = 0
@@ -82,52 +80,6 @@ def extract_python(text: str) -> str | None:
     return blocks[-1].strip() + "\n" if blocks and blocks[-1].strip() else None
 
 
-def _gpus(cfg: SolveConfig, source: Any) -> Any:
-    """A context manager of the GPU ids one phase of the sample holds (None on CPU)."""
-    return source.acquire(cfg.world_size) if cfg.device == "cuda" else nullcontext(None)
-
-
-def _gpu_source(cfg: SolveConfig, source: Any) -> Any:
-    if cfg.device != "cuda" or source is not None:
-        return source
-    from sandbox import GpuPool
-
-    pool = GpuPool.from_machine()
-    if len(getattr(pool, "gpus", range(cfg.world_size))) < cfg.world_size:
-        why = f" ({pool.note})" if pool.note else ""
-        raise ConfigError(f"--device cuda: this machine has {len(pool.gpus)} GPUs{why} and the run needs "
-                          f"{cfg.world_size}; without GPUs use --device cpu")
-    return pool
-
-
-@contextmanager
-def _visible(ids: list[int] | None) -> Iterator[None]:
-    """CUDA_VISIBLE_DEVICES=ids for the checker's rank processes, which inherit this environment."""
-    if ids is None:
-        yield
-        return
-    old = {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")}
-    os.environ.update(CUDA_VISIBLE_DEVICES=",".join(map(str, ids)), CUDA_DEVICE_ORDER="PCI_BUS_ID")
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def _score(cfg: SolveConfig, path: Path, gpus: Any) -> CheckResult:
-    """The trusted check; on the GPUs leased from `gpus` when given, else on this process's."""
-    from eval.check import check
-
-    with (_gpus(cfg, gpus) if gpus is not None else nullcontext(None)) as ids, _visible(ids):
-        return check(str(path), cfg.problem, world_size=cfg.world_size, device=cfg.device, trials=cfg.check.trials,
-                     perf=cfg.check.perf and cfg.device == "cuda", size=cfg.size, timeout=cfg.check.timeout_s,
-                     hardware=cfg.hardware)
-
-
 def _zero_shot(model: Client, prompt: str, tr: Transcript, system: str | None = None) -> tuple[Outcome, bytes | None]:
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
     tr.write("prompt", messages=messages)
@@ -147,7 +99,7 @@ def _agent(cfg: SolveConfig, model: Client, system: str, task: str, tr: Transcri
            gpus: Any, files: dict[str, bytes]) -> tuple[Outcome, bytes | None]:
     from sandbox import SandboxError, open_sandbox
 
-    with _gpus(cfg, gpus) as ids, open_sandbox(cfg.sandbox, work, ids) as box:
+    with lease(gpus if cfg.device == "cuda" else None, cfg.world_size) as ids, open_sandbox(cfg.sandbox, work, ids) as box:
         for name, data in files.items():
             box.put(name, data)
         agent = Agent(model, box, cfg.agent, tr, output_limit=cfg.sandbox.output_limit_chars,
@@ -226,7 +178,7 @@ def solve(cfg: SolveConfig, out: Path, gpus: Any = None) -> SolveResult:
         raise ConfigError(f"--world-size {cfg.world_size}: {problem.id} supports {list(problem.meta.world_sizes)}")
     hardware = load_hardware(cfg.hardware)
     model = get_model(cfg.model, cfg.agent, base_url=cfg.base_url)
-    pool = _gpu_source(cfg, gpus)
+    pool = machine_pool(cfg.world_size) if cfg.device == "cuda" and gpus is None else gpus
     actions = model.actions or cfg.agent.actions
     out = Path(out)
     if (out / "transcript.jsonl").exists():
@@ -254,7 +206,7 @@ def solve(cfg: SolveConfig, out: Path, gpus: Any = None) -> SolveResult:
                 write_atomic(out / "solution.py", code)
                 if is_pkb(problem):
                     export(cfg, problem.id, out / "solution.py", out, 0)
-                check = _score(cfg, out / "solution.py", gpus)
+                check = check_kernel(cfg, out / "solution.py", gpus)
                 tr.write("check", source="trusted", result=check.model_dump())
                 result = result.model_copy(update=dict(check=check, correct=check.ok))
             elif outcome.status != "format_error":

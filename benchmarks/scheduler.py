@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments.executors import LocalExecutor, Task  # noqa: E402
 from experiments.experiment import Tally, execute  # noqa: E402
-from agent.solve import SolveResult  # noqa: E402
+from agent.solve import SolveConfig, SolveResult  # noqa: E402
 from sandbox import GpuPool  # noqa: E402
 
 
@@ -48,10 +48,10 @@ def bench(gpus: int, world_size: int, samples: int, concurrency: int, latency: f
             llm.append((t0, t1))
             held.append((t2, t3, tuple(ids)))
         s = task.solve
-        return SolveResult(problem=s["problem"], model=s["model"], mode=s["mode"], status="completed", correct=True)
+        return SolveResult(problem=s.problem, model=s.model, mode=s.mode, status="completed", correct=True)
 
     with tempfile.TemporaryDirectory() as tmp:
-        tasks = [Task(solve=dict(problem=f"p{k % 40}", model="fake:m", mode="zero-shot"), sample=k,
+        tasks = [Task(solve=SolveConfig(problem=f"p{k % 40}", model="fake:m", mode="zero-shot"), sample=k,
                       dir=f"{tmp}/p{k % 40}/sample_{k}", tmp=f"{tmp}/p{k % 40}/.sample_{k}.tmp") for k in range(samples)]
         for t in tasks:
             Path(t.dir).parent.mkdir(parents=True, exist_ok=True)

@@ -108,7 +108,27 @@ class PkbConfig(Strict):
     prompt_hardware: str | None = Field(default=None, description="prompts.toml: the [hardware_profiles.X] shown (default none)")
 
 
-class ExperimentConfig(Strict):
+class SampleSettings(Strict):
+    """What every sample is run with, the same in `pkagent solve`, `run` and `search` (whose
+    configs extend this one): the ranks and device, the problem size, the hardware profile, the
+    agent's limits, the sandbox and the checks."""
+
+    world_size: int = Field(default=2, ge=1)
+    device: Literal["cuda", "cpu"] = "cuda"
+    size: float = Field(default=1.0, gt=0, description="problem size scale for the checks")
+    hardware: str = "h200_2"
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    check: CheckConfig = Field(default_factory=CheckConfig)
+    pkb: PkbConfig = Field(default_factory=PkbConfig)
+
+    def sample_settings(self) -> dict[str, Any]:
+        """These settings as fields of a sample's config (agent.solve.SolveConfig), copied."""
+        return {k: getattr(self, k) for k in SampleSettings.model_fields} | {
+            k: getattr(self, k).model_copy(deep=True) for k in ("agent", "sandbox", "check", "pkb")}
+
+
+class ExperimentConfig(SampleSettings):
     """A pass@k experiment (experiments/experiment.py): every problem x model x mode x sample."""
 
     name: str
@@ -118,10 +138,6 @@ class ExperimentConfig(Strict):
     models: list[str] = Field(min_length=1, description="PROVIDER:MODEL specs, or folder:PATH for existing generations")
     modes: list[Literal["zero-shot", "agent"]] = Field(default_factory=lambda: ["zero-shot"])
     samples: int = Field(default=1, ge=1, description="samples per problem, model and mode (the n of pass@k)")
-    world_size: int = Field(default=2, ge=1)
-    device: Literal["cuda", "cpu"] = "cuda"
-    size: float = Field(default=1.0, gt=0, description="problem size scale for the checks")
-    hardware: str = "h200_2"
     run_dir: str = Field(default="runs", description="the run is written to RUN_DIR/NAME")
     base_urls: dict[str, str] = Field(default_factory=dict, description="model spec -> API base URL")
     llm_concurrency: int = Field(default=8, ge=1, description="samples in flight, so model requests at once")
@@ -129,10 +145,6 @@ class ExperimentConfig(Strict):
     gpus: list[int] | None = Field(default=None, description="GPU indices the run may use (default: all visible)")
     executor: Literal["local", "ray"] = "local"
     ray_address: str | None = Field(default=None, description="executor ray: a cluster address (default: a local instance)")
-    agent: AgentConfig = Field(default_factory=AgentConfig)
-    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
-    check: CheckConfig = Field(default_factory=CheckConfig)
-    pkb: PkbConfig = Field(default_factory=PkbConfig)
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -169,10 +169,6 @@ def scaled(n: int, size: float, multiple: int = 1) -> int:
     return max(multiple, int(n * size) // multiple * multiple)
 
 
-def dtype_bytes(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
-
-
 _GROUPS: dict[tuple, tuple] = {}
 
 

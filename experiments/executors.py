@@ -23,11 +23,13 @@ import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from agent.solve import SolveConfig, SolveResult, solve
+from agent.trusted import Gpus, check_kernel
 from configs.files import write_atomic
 
 FOLDER_PREFIX = "folder:"
@@ -35,43 +37,30 @@ FOLDER_PREFIX = "folder:"
 
 @dataclass(frozen=True)
 class Task:
-    solve: dict[str, Any]  # a SolveConfig, dumped (problem, model, mode, device, limits ...)
+    solve: SolveConfig  # the sample's problem, model, mode, device, limits ...
     sample: int
     dir: str  # RUN/<model>/<problem>/<mode>/sample_<k>: exists only when the sample is finished
     tmp: str  # where the sample is written while it runs
     candidate: str | None = None  # folder:PATH models: the file to score (None: the folder has none)
-    job: Callable[..., Any] | None = None  # job(task, gpus) -> SolveResult, run instead of the sample (pkagent search)
-
-    @property
-    def key(self) -> tuple[str, str, str, int]:
-        return (self.solve["model"], self.solve["problem"], self.solve["mode"], self.sample)
-
-
-class Gpus(Protocol):
-    def acquire(self, n: int) -> AbstractContextManager[list[int]]: ...
+    job: Callable[[Task, Gpus | None], SolveResult] | None = None  # run instead of the sample (pkagent search)
 
 
 # --- one sample, wherever it runs ----------------------------------------------------------------
 
 
-def run_sample(task: Task, gpus: Gpus | None):
+def run_sample(task: Task, gpus: Gpus | None) -> SolveResult:
     """The sample's SolveResult; writes transcript (models), solution.py and result.json into task.tmp."""
-    from agent.solve import SolveConfig, solve
-
     if task.job is not None:
         return task.job(task, gpus)
-    cfg = SolveConfig.model_validate(task.solve)
+    cfg = task.solve
     out = Path(task.tmp)
     if cfg.model.startswith(FOLDER_PREFIX):
         return score_generation(cfg, task, out, gpus)
     return solve(cfg, out, gpus if cfg.device == "cuda" else None)
 
 
-def score_generation(cfg, task: Task, out: Path, gpus: Gpus | None):
+def score_generation(cfg: SolveConfig, task: Task, out: Path, gpus: Gpus | None) -> SolveResult:
     """An existing candidate, scored as solve() scores a model's: copied to solution.py, checked."""
-    from agent.solve import SolveResult
-    from eval.check import check
-
     t0 = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     result = SolveResult(problem=cfg.problem, model=cfg.model, mode=cfg.mode, status="completed", out_dir=str(out),
@@ -80,40 +69,51 @@ def score_generation(cfg, task: Task, out: Path, gpus: Gpus | None):
         result.status, result.message = "no_candidate", f"{cfg.model}: no file for sample {task.sample} of this problem"
     else:
         shutil.copyfile(task.candidate, out / "solution.py")
-        with _visible(gpus, cfg.world_size) if cfg.device == "cuda" else nullcontext():
-            result.check = check(str(out / "solution.py"), cfg.problem, world_size=cfg.world_size, device=cfg.device,
-                                 trials=cfg.check.trials, perf=cfg.check.perf and cfg.device == "cuda", size=cfg.size,
-                                 timeout=cfg.check.timeout_s, hardware=cfg.hardware)
+        result.check = check_kernel(cfg, out / "solution.py", gpus)
         result.correct = result.check.ok
     result.wall_s = round(time.monotonic() - t0, 3)
     write_atomic(out / "result.json", result.model_dump_json(indent=2) + "\n")
     return result
 
 
-@contextmanager
-def _visible(gpus: Gpus | None, n: int) -> Iterator[list[int]]:
-    """n GPUs from `gpus`, made this process's CUDA_VISIBLE_DEVICES (the checker's ranks use 0..n-1)."""
-    if gpus is None:
-        raise RuntimeError("a CUDA sample got no GPU source")
-    with gpus.acquire(n) as ids:
-        old = os.environ.get("CUDA_VISIBLE_DEVICES")
-        os.environ.update(CUDA_VISIBLE_DEVICES=",".join(map(str, ids)), CUDA_DEVICE_ORDER="PCI_BUS_ID")
-        try:
-            yield ids
-        finally:
-            if old is None:
-                os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-            else:
-                os.environ["CUDA_VISIBLE_DEVICES"] = old
-
-
-def failed_result(task: Task, message: str):
+def failed_result(task: Task, message: str) -> SolveResult:
     """The record of a sample whose process died or raised: status error, nothing scored."""
-    from agent.solve import SolveResult
-
     s = task.solve
-    return SolveResult(problem=s["problem"], model=s["model"], mode=s["mode"], status="error", message=message,
-                       out_dir=task.tmp)
+    return SolveResult(problem=s.problem, model=s.model, mode=s.mode, status="error", message=message, out_dir=task.tmp)
+
+
+class Executor(Protocol):
+    """Runs tasks somewhere: LocalExecutor or RayExecutor."""
+
+    def submit(self, task: Task) -> Any: ...
+
+    def wait(self, handles: list[Any], timeout: float) -> list[tuple[Any, Any]]: ...
+
+    def close(self) -> None: ...
+
+
+def run_tasks(executor: Executor, slots: int, next_task: Callable[[list[Task]], Task | None],
+              done: Callable[[Task, SolveResult], None], show: Callable[[int], None] = lambda running: None) -> None:
+    """The submit/wait loop of a run: while fewer than `slots` tasks run, submits next_task(the
+    running tasks) until it returns None; calls done(task, result) for each task as it ends (a
+    task whose worker raised or died gets failed_result); returns once nothing runs and
+    next_task has nothing more. show(running) is called after every change."""
+    running: dict[Any, Task] = {}
+    while True:
+        while len(running) < slots:
+            task = next_task(list(running.values()))
+            if task is None:
+                break
+            running[executor.submit(task)] = task
+        show(len(running))
+        if not running:
+            return
+        for handle, outcome in executor.wait(list(running), timeout=0.5):
+            task = running.pop(handle)
+            result = outcome if not isinstance(outcome, BaseException) else \
+                failed_result(task, f"{type(outcome).__name__}: {outcome}")
+            done(task, result)
+        show(len(running))
 
 
 # --- local: threads here, a child process per sample ------------------------------------------------
@@ -162,8 +162,6 @@ def run_in_child(task: Task, acquire: Callable[[int], AbstractContextManager[lis
     """Runs one sample in a child process (spawned: no state shared with this one), serving
     its GPU requests from `acquire` (the runner's GpuPool.acquire); returns its SolveResult."""
     import multiprocessing as mp
-
-    from agent.solve import SolveResult
 
     ctx = mp.get_context("spawn")
     here, there = ctx.Pipe()

@@ -44,16 +44,23 @@ import shutil
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional, TypeVar
 
 import typer
 
-from experiments.executors import FOLDER_PREFIX, Task, failed_result
+from agent.solve import SolveConfig, SolveResult
+from agent.trusted import machine_pool
 from configs import ConfigError, ExperimentConfig, load_experiment, load_hardware
 from configs.files import write_atomic
+from experiments.executors import FOLDER_PREFIX, Executor, Task, run_tasks
 
+if TYPE_CHECKING:
+    from experiments.search import SearchConfig
+
+R = TypeVar("R", bound=SolveResult)
 HARNESS_ERRORS = ("error", "model_error")  # what --redo failed reruns
 
 
@@ -135,9 +142,6 @@ def plan(cfg: ExperimentConfig) -> tuple[Path, list[Problem], list[Task]]:
     check_models(cfg, problems)
     load_hardware(cfg.hardware)  # an unknown profile fails here, not in every sample
     root = Path(cfg.run_dir) / cfg.name
-    solve_fields = dict(world_size=cfg.world_size, device=cfg.device, size=cfg.size, hardware=cfg.hardware,
-                        agent=cfg.agent.model_dump(), sandbox=cfg.sandbox.model_dump(), check=cfg.check.model_dump(),
-                        pkb=cfg.pkb.model_dump())
     files: dict[tuple[str, str, str], dict[int, Path]] = {}
     for spec in cfg.models:
         if spec.startswith(FOLDER_PREFIX):
@@ -153,8 +157,8 @@ def plan(cfg: ExperimentConfig) -> tuple[Path, list[Problem], list[Task]]:
                 for p in problems:
                     d = root / model_slug(spec) / p.slug / mode / f"sample_{k}"
                     cand = files.get((spec, mode, p.slug), {}).get(k)
-                    tasks.append(Task(solve=dict(solve_fields, problem=p.ref, model=spec, mode=mode,
-                                                 base_url=cfg.base_urls.get(spec)),
+                    tasks.append(Task(solve=SolveConfig(**cfg.sample_settings(), problem=p.ref, model=spec, mode=mode,
+                                                        base_url=cfg.base_urls.get(spec)),
                                       sample=k, dir=str(d), tmp=str(d.parent / f".{d.name}.{uuid.uuid4().hex[:8]}.tmp"),
                                       candidate=str(cand.resolve()) if cand else None))
     return root, problems, tasks
@@ -163,12 +167,10 @@ def plan(cfg: ExperimentConfig) -> tuple[Path, list[Problem], list[Task]]:
 # --- the run directory --------------------------------------------------------------------------------
 
 
-def read_result(sample_dir: Path):
-    """A finished sample's SolveResult, or None."""
-    from agent.solve import SolveResult
-
+def read_result(sample_dir: Path, kind: type[R] = SolveResult) -> R | None:
+    """A finished sample's result (a SolveResult, or the `kind` its job writes), or None."""
     try:
-        return SolveResult.model_validate_json((sample_dir / "result.json").read_text())
+        return kind.model_validate_json((sample_dir / "result.json").read_text())
     except (OSError, ValueError):
         return None
 
@@ -229,9 +231,8 @@ class Tally:
     tokens_out: int = 0
     cost: float = 0.0
     skipped: int = 0  # not started: cost limit
-    ran: list = field(default_factory=list)  # results of this run
 
-    def add(self, r) -> None:
+    def add(self, r: SolveResult) -> None:
         self.done += 1
         self.passed += r.correct
         self.failed += not r.correct
@@ -246,51 +247,38 @@ class Tally:
                 f"${self.cost:.2f}")
 
 
-def make_executor(cfg: ExperimentConfig):
+def make_executor(cfg: ExperimentConfig | SearchConfig, slots: int) -> Executor:
+    """Where the samples run (cfg.executor), `slots` at once; locally, on GPUs of the machine's pool (cfg.gpus)."""
     from experiments.executors import LocalExecutor, RayExecutor
 
     if cfg.executor == "ray":
         return RayExecutor(cfg.ray_address, cfg.device, cfg.world_size)
-    pool = None
-    if cfg.device == "cuda":
-        from sandbox import GpuPool
-
-        pool = GpuPool.from_machine()
-        if cfg.gpus is not None:
-            if not set(cfg.gpus) <= set(pool.gpus):
-                raise ConfigError(f"gpus: {cfg.gpus}: this machine has GPUs {pool.gpus or 'none'} {pool.note}".strip())
-            pool = GpuPool(pool.links, cfg.gpus)
-        if len(pool.gpus) < cfg.world_size:
-            note = f" ({pool.note})" if pool.note else ""
-            raise ConfigError(f"world_size {cfg.world_size} needs {cfg.world_size} GPUs; the pool has {len(pool.gpus)}{note}: "
-                              "this needs a GPU machine, or device=cpu")
-    return LocalExecutor(cfg.llm_concurrency, pool)
+    pool = machine_pool(cfg.world_size, cfg.gpus, "device cuda", "device=cpu") if cfg.device == "cuda" else None
+    return LocalExecutor(slots, pool)
 
 
-def execute(tasks: list[Task], executor, slots: int, tally: Tally, cost_limit: float | None, show=lambda: None) -> Tally:
+def execute(tasks: list[Task], executor: Executor | None, slots: int, tally: Tally, cost_limit: float | None,
+            show: Callable[[], None] = lambda: None) -> Tally:
     """Runs `tasks`, at most `slots` at once, recording each as it ends; no task starts once
     tally.cost has reached cost_limit (the running ones finish)."""
-    queue, running = deque(tasks), {}
+    queue = deque(tasks)
+
+    def next_task(running: list[Task]) -> Task | None:
+        if queue and cost_limit is not None and tally.cost >= cost_limit:
+            tally.skipped = len(queue)
+            queue.clear()
+        return queue.popleft() if queue else None
+
+    def done(task: Task, result: SolveResult) -> None:
+        finish(task, result)
+        tally.add(result)
+
+    def update(running: int) -> None:
+        tally.running = running
+        show()
+
     try:
-        while queue or running:
-            while queue and len(running) < slots:
-                if cost_limit is not None and tally.cost >= cost_limit:
-                    tally.skipped = len(queue)
-                    queue.clear()
-                    break
-                task = queue.popleft()
-                running[executor.submit(task)] = task
-            tally.running = len(running)
-            show()
-            for handle, outcome in executor.wait(list(running), timeout=0.5) if running else []:
-                task = running.pop(handle)
-                result = outcome if not isinstance(outcome, BaseException) else \
-                    failed_result(task, f"{type(outcome).__name__}: {outcome}")
-                finish(task, result)
-                tally.add(result)
-                tally.ran.append(result)
-            tally.running = len(running)
-            show()
+        run_tasks(executor, slots, next_task, done, update)
     finally:
         if executor is not None:
             executor.close()
@@ -299,7 +287,13 @@ def execute(tasks: list[Task], executor, slots: int, tally: Tally, cost_limit: f
 
 def run_experiment(cfg: ExperimentConfig, redo: str | None = None, progress: bool = True) -> Tally:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     if redo not in (None, "failed", "all"):
         raise ConfigError(f"--redo {redo!r}: expected failed or all")
@@ -338,7 +332,7 @@ def run_experiment(cfg: ExperimentConfig, redo: str | None = None, progress: boo
                     shown[0] = tally.done
                     console.print(tally.line(), soft_wrap=True)
 
-            execute(todo, make_executor(cfg) if todo else None, cfg.llm_concurrency, tally, cfg.cost_limit_usd, show)
+            execute(todo, make_executor(cfg, cfg.llm_concurrency) if todo else None, cfg.llm_concurrency, tally, cfg.cost_limit_usd, show)
         if progress and tally.skipped:
             console.print(f"[yellow]cost limit ${cfg.cost_limit_usd:.2f} reached (${tally.cost:.2f} spent): "
                           f"{tally.skipped} samples not started; rerun with a higher cost_limit_usd to finish them[/]")

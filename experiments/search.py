@@ -42,19 +42,29 @@ import math
 import shutil
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, List, Literal, Optional
 
 import typer
 from pydantic import Field
 
-from experiments.executors import Task, failed_result
-from experiments.experiment import finish, lock, read_result
-from configs import (AgentConfig, CheckConfig, ConfigError, SandboxConfig, Strict, apply_overrides, read_yaml, resolve,
-                     validate)
+from agent.solve import Refine, SolveConfig, SolveResult, solve
+from agent.trusted import Gpus, check_kernel
+from configs import (
+    ConfigError,
+    SampleSettings,
+    Strict,
+    apply_overrides,
+    read_yaml,
+    resolve,
+    validate,
+)
 from configs.files import write_atomic
+from experiments.executors import Task, run_tasks
+from experiments.experiment import finish, lock, make_executor, read_result
 
 
 class VerifyConfig(Strict):
@@ -64,7 +74,7 @@ class VerifyConfig(Strict):
     seed: int = Field(default=1000, description="re-check inputs: seed + sample index (screens use seed 0)")
 
 
-class SearchConfig(Strict):
+class SearchConfig(SampleSettings):
     problem: str
     model: str = Field(description="PROVIDER:MODEL, e.g. anthropic:claude-sonnet-4-6, or replay:PATH")
     mode: Literal["agent", "zero-shot"] = "agent"
@@ -76,18 +86,11 @@ class SearchConfig(Strict):
     target_speedup: Optional[float] = Field(default=None, gt=0, description="stop at this speedup over the reference")
     refine_fraction: float = Field(default=0.5, ge=0, le=1, description="share of samples that start from the best")
     patience: Optional[int] = Field(default=None, ge=1, description="stop when none of the last K samples improved")
-    world_size: int = Field(default=2, ge=1)
-    device: Literal["cuda", "cpu"] = "cuda"
-    size: float = Field(default=1.0, gt=0)
-    hardware: str = "h200_2"
     out: Optional[str] = Field(default=None, description="the search directory (default runs/search/PROBLEM)")
     gpus: Optional[List[int]] = None
     executor: Literal["local", "ray"] = "local"
     ray_address: Optional[str] = None
     verify: VerifyConfig = Field(default_factory=VerifyConfig)
-    agent: AgentConfig = Field(default_factory=AgentConfig)
-    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
-    check: CheckConfig = Field(default_factory=CheckConfig)
 
 
 def load_search(config: str | None = None, overrides: list[str] | None = None, **fields: Any) -> SearchConfig:
@@ -121,54 +124,42 @@ def load_search(config: str | None = None, overrides: list[str] | None = None, *
 # --- the jobs: one sample, one re-check (run by the executors, in a child process or a Ray task) ---------
 
 
-def _check(cfg, candidate: Path, gpus, **kw):
-    """eval.check.check with the search's settings; on CUDA on GPUs from `gpus`."""
-    from contextlib import nullcontext
-
-    from experiments.executors import _visible
-    from eval.check import check
-
-    args = dict(world_size=cfg.world_size, device=cfg.device, trials=cfg.check.trials, perf=True, size=cfg.size,
-                timeout=cfg.check.timeout_s, hardware=cfg.hardware) | kw
-    with _visible(gpus, cfg.world_size) if cfg.device == "cuda" else nullcontext():
-        return check(str(candidate), cfg.problem, **args)
-
-
-def sample_job(task: Task, gpus):
+def sample_job(task: Task, gpus: Gpus | None) -> SolveResult:
     """solve(), then on CPU a timed check of a correct candidate (solve() times on CUDA only)."""
-    from agent.solve import SolveConfig, solve
-
-    cfg = SolveConfig.model_validate(task.solve)
+    cfg = task.solve
     out = Path(task.tmp)
     result = solve(cfg, out, gpus if cfg.device == "cuda" else None)
     if result.correct and result.check.perf is None:
-        screen = _check(cfg, out / "solution.py", gpus)
+        screen = check_kernel(cfg, out / "solution.py", gpus, perf=True)
         result = result.model_copy(update=dict(check=screen, correct=screen.ok,
                                                message=result.message + "; timed by a second check (solve() times on CUDA only)"))
         write_atomic(out / "result.json", result.model_dump_json(indent=2) + "\n")
     return result
 
 
-def verify_job(task: Task, gpus):
-    """The re-check of task.candidate: fresh inputs, many trials, at size and at the larger size."""
-    from agent.solve import SolveConfig, SolveResult
+class VerifyResult(SolveResult):
+    """A re-check's record (verify/sample_<k>/result.json): the same fields as a sample's, its
+    check the re-check at `size`; both re-checks are in verify.json beside it."""
 
-    data = dict(task.solve)
-    v = VerifyConfig.model_validate(data.pop("verify"))
-    cfg = SolveConfig.model_validate(data)
+    status: Literal["verified", "verify_failed", "error"]
+
+
+def verify_job(v: VerifyConfig, task: Task, gpus: Gpus | None) -> VerifyResult:
+    """The re-check of task.candidate: fresh inputs, many trials, at size and at the larger size."""
+    cfg = task.solve
     out = Path(task.tmp)
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(task.candidate, out / "solution.py")
     t0 = time.monotonic()
     checks = {}
     for name, size in (("default", cfg.size), ("large", cfg.size * v.size_factor)):
-        checks[name] = _check(cfg, out / "solution.py", gpus, trials=v.trials, batches=v.batches, size=size,
-                              seed=v.seed + task.sample)
+        checks[name] = check_kernel(cfg, out / "solution.py", gpus, perf=True, trials=v.trials, batches=v.batches,
+                                    size=size, seed=v.seed + task.sample)
         if not checks[name].ok:
             break
     write_atomic(out / "verify.json", json.dumps({k: c.model_dump(mode="json") for k, c in checks.items()}, indent=2) + "\n")
     ok = len(checks) == 2 and all(c.ok for c in checks.values())
-    return SolveResult(problem=cfg.problem, model=cfg.model, mode=cfg.mode, status="verified" if ok else "verify_failed",
+    return VerifyResult(problem=cfg.problem, model=cfg.model, mode=cfg.mode, status="verified" if ok else "verify_failed",
                        correct=ok, check=checks["default"], wall_s=round(time.monotonic() - t0, 3), out_dir=str(out),
                        message="; ".join(f"{k}: {c.status}: {c.message}" for k, c in checks.items()))
 
@@ -181,7 +172,7 @@ class Entry:
     """One finished sample, and its re-check once that has finished."""
 
     k: int
-    result: Any  # SolveResult; its check is the screen
+    result: SolveResult  # its check is the screen
     parent: int | None  # the sample it refined
     verify: dict | None = None  # {"default": CheckResult, "large": CheckResult}; {} when the re-check died
 
@@ -220,7 +211,7 @@ class State:
                 self.entries[k] = Entry(k, result, lineage.get("refined"))
         for d in (root / "verify").glob("sample_*"):
             k = int(d.name.split("_")[1])
-            if k in self.entries and read_result(d) is not None:
+            if k in self.entries and read_result(d, VerifyResult) is not None:
                 self.attach(k, d)
 
     def attach(self, k: int, folder: Path) -> None:
@@ -326,35 +317,32 @@ def stop_reason(cfg: SearchConfig, state: State, running_samples: int, verifying
 # --- running -------------------------------------------------------------------------------------------------
 
 
-def _solve_fields(cfg: SearchConfig) -> dict[str, Any]:
-    return dict(problem=cfg.problem, model=cfg.model, mode=cfg.mode, base_url=cfg.base_url, world_size=cfg.world_size,
-                device=cfg.device, size=cfg.size, hardware=cfg.hardware, agent=cfg.agent.model_dump(),
-                sandbox=cfg.sandbox.model_dump(), check=cfg.check.model_dump())
-
-
-def _task(folder: Path, k: int, solve: dict, job, candidate: str | None = None) -> Task:
+def _task(folder: Path, k: int, solve: SolveConfig, job: Callable[[Task, Gpus | None], SolveResult],
+          candidate: str | None = None) -> Task:
     d = folder / f"sample_{k}"
     return Task(solve=solve, sample=k, dir=str(d), tmp=str(folder / f".sample_{k}.{uuid.uuid4().hex[:8]}.tmp"),
                 candidate=candidate, job=job)
 
 
-def sample_task(cfg: SearchConfig, state: State, k: int) -> Task:
-    from agent.solve import Refine
+def _solve_config(cfg: SearchConfig) -> SolveConfig:
+    return SolveConfig(**cfg.sample_settings(), problem=cfg.problem, model=cfg.model, mode=cfg.mode, base_url=cfg.base_url)
 
-    solve = _solve_fields(cfg)
+
+def sample_task(cfg: SearchConfig, state: State, k: int) -> Task:
+    solve = _solve_config(cfg)
     best = state.best
     if best is not None and refines(k, cfg.refine_fraction):
         source = (state.root / "verify" / f"sample_{best.k}" / "solution.py").read_text()
-        solve["refine"] = Refine(sample=best.k, source=source, feedback=feedback(cfg, state, best)).model_dump()
+        solve.refine = Refine(sample=best.k, source=source, feedback=feedback(cfg, state, best))
     if cfg.budget_usd is not None:  # one sample never spends more than what is left
         left = max(cfg.budget_usd - state.cost, 1e-9)
-        solve["agent"]["cost_limit_usd"] = min(cfg.agent.cost_limit_usd or math.inf, left)
+        solve.agent.cost_limit_usd = min(cfg.agent.cost_limit_usd or math.inf, left)
     return _task(state.root / "samples", k, solve, sample_job)
 
 
 def verify_task(cfg: SearchConfig, state: State, k: int) -> Task:
-    solve = dict(_solve_fields(cfg), verify=cfg.verify.model_dump())
-    return _task(state.root / "verify", k, solve, verify_job, str(state.root / "samples" / f"sample_{k}" / "solution.py"))
+    return _task(state.root / "verify", k, _solve_config(cfg), partial(verify_job, cfg.verify),
+                 str(state.root / "samples" / f"sample_{k}" / "solution.py"))
 
 
 IDENTITY = ("problem", "model", "mode", "device", "world_size", "size", "hardware")
@@ -380,12 +368,9 @@ def run_search(cfg: SearchConfig, progress: bool = True) -> dict:
     """Runs (or resumes) the search; returns the leaderboard (as written to leaderboard.json)."""
     from rich.console import Console
 
-    from experiments.experiment import make_executor
-
     console = Console(stderr=True, quiet=not progress)
     root = Path(cfg.out or Path("runs") / "search" / cfg.problem)
-    executor = make_executor(SimpleNamespace(executor=cfg.executor, ray_address=cfg.ray_address, device=cfg.device,
-                                             world_size=cfg.world_size, gpus=cfg.gpus, llm_concurrency=cfg.parallel))
+    executor = make_executor(cfg, cfg.parallel)
     held = None
     try:
         held = lock(root)
@@ -393,44 +378,36 @@ def run_search(cfg: SearchConfig, progress: bool = True) -> dict:
         state = State(root)
         console.print(f"[bold]search[/] {cfg.problem} with {cfg.model} ({cfg.mode}), {cfg.parallel} at once on "
                       f"{cfg.executor}/{cfg.device}: {len(state.entries)} samples finished before -> {root}")
-        running: dict[Any, tuple[str, Task]] = {}
         stopped = None
-        while True:
-            verifying = {t.sample for kind, t in running.values() if kind == "verify"}
-            while len(running) < cfg.parallel:
-                todo = sorted((e for e in state.entries.values() if state.needs_verify(e) and e.k not in verifying),
-                              key=lambda e: e.screen_ms)
-                if todo:
-                    task = verify_task(cfg, state, todo[0].k)
-                    running[executor.submit(task)] = ("verify", task)
-                    verifying.add(task.sample)
-                    continue
-                samples = [t.sample for kind, t in running.values() if kind == "sample"]
-                stopped = stop_reason(cfg, state, len(samples), verifying)
-                if stopped:
-                    break
-                k = next(i for i in range(len(state.entries) + len(running) + 1)
-                         if i not in state.entries and i not in samples)
-                task = sample_task(cfg, state, k)
-                running[executor.submit(task)] = ("sample", task)
-            if not running:
-                break
-            for handle, outcome in executor.wait(list(running), timeout=0.5):
-                kind, task = running.pop(handle)
-                result = outcome if not isinstance(outcome, BaseException) else \
-                    failed_result(task, f"{type(outcome).__name__}: {outcome}")
-                if kind == "sample":
-                    refine = task.solve.get("refine")
-                    Path(task.tmp).mkdir(parents=True, exist_ok=True)
-                    write_atomic(Path(task.tmp) / "lineage.json",
-                                 json.dumps({"sample": task.sample, "refined": refine["sample"] if refine else None}) + "\n")
-                    finish(task, result)
-                    state.entries[task.sample] = Entry(task.sample, result, refine["sample"] if refine else None)
-                else:
-                    finish(task, result)
-                    state.attach(task.sample, Path(task.dir))
-                console.print(event_line(kind, state.entries[task.sample], state))
-                write_outputs(cfg, state, None)
+
+        def next_task(running: list[Task]) -> Task | None:
+            nonlocal stopped
+            verifying = {t.sample for t in running if _is_verify(t)}
+            todo = sorted((e for e in state.entries.values() if state.needs_verify(e) and e.k not in verifying),
+                          key=lambda e: e.screen_ms)
+            if todo:
+                return verify_task(cfg, state, todo[0].k)
+            samples = [t.sample for t in running if not _is_verify(t)]
+            stopped = stop_reason(cfg, state, len(samples), verifying)
+            if stopped:
+                return None
+            k = next(i for i in range(len(state.entries) + len(running) + 1) if i not in state.entries and i not in samples)
+            return sample_task(cfg, state, k)
+
+        def done(task: Task, result: SolveResult) -> None:
+            if _is_verify(task):
+                finish(task, result)
+                state.attach(task.sample, Path(task.dir))
+            else:
+                refined = task.solve.refine.sample if task.solve.refine else None
+                Path(task.tmp).mkdir(parents=True, exist_ok=True)
+                write_atomic(Path(task.tmp) / "lineage.json", json.dumps({"sample": task.sample, "refined": refined}) + "\n")
+                finish(task, result)
+                state.entries[task.sample] = Entry(task.sample, result, refined)
+            console.print(event_line("verify" if _is_verify(task) else "sample", state.entries[task.sample], state))
+            write_outputs(cfg, state, None)
+
+        run_tasks(executor, cfg.parallel, next_task, done)
         board = write_outputs(cfg, state, stopped)
         console.print(f"stopped: {stopped}")
         return board
@@ -438,6 +415,10 @@ def run_search(cfg: SearchConfig, progress: bool = True) -> dict:
         executor.close()
         if held is not None:
             held.close()
+
+
+def _is_verify(task: Task) -> bool:
+    return isinstance(task.job, partial) and task.job.func is verify_job
 
 
 def event_line(kind: str, e: Entry, state: State) -> str:

@@ -61,10 +61,6 @@ class SymmBuffer:
         """pk::pbuf over this buffer (from offset_bytes on). No multicast address: see multimem."""
         return pbuf(self.ptrs, self.rank, offset_bytes)
 
-    def signal_pbuf(self) -> PBuf:
-        """pk::pbuf<uint32_t> over the ranks' signal pads (torch's own barrier uses their start)."""
-        return pbuf(self.signal_pads, self.rank)
-
     def next_epoch(self) -> int:
         """1, 2, 3 ... one per launch; the same sequence on every rank (they launch alike)."""
         self.epoch = (self.epoch + 1) & 0xFFFFFFFF or 1
@@ -116,7 +112,3 @@ def flags(n: int, group=None, tag: str = "") -> SymmBuffer:
     import torch
 
     return symm_buffer((n,), torch.int32, group, "flags:" + tag, zero=True)
-
-
-def clear_cache() -> None:
-    _CACHE.clear()

@@ -25,7 +25,7 @@ from fakes.scripts import GLOO_ALL_REDUCE, write_command
 from experiments.executors import LocalExecutor, Task, run_in_child
 from experiments.experiment import Tally, execute, generation_files, run_experiment
 from experiments.report import build
-from agent.solve import SolveResult
+from agent.solve import SolveConfig, SolveResult
 from configs import ConfigError, load_experiment
 from eval.cli import candidate_source
 from eval.problem import load_problem
@@ -240,11 +240,11 @@ def test_existing_generations_on_ray(tmp_path):
 
 def fake_result(task: Task, cost: float) -> SolveResult:
     s = task.solve
-    return SolveResult(problem=s["problem"], model=s["model"], mode=s["mode"], status="completed", cost_usd=cost)
+    return SolveResult(problem=s.problem, model=s.model, mode=s.mode, status="completed", cost_usd=cost)
 
 
 def test_cost_limit_stops_new_samples(tmp_path):
-    tasks = [Task(solve=dict(problem="p", model="m:x", mode="zero-shot"), sample=k, dir=str(tmp_path / f"sample_{k}"),
+    tasks = [Task(solve=SolveConfig(problem="p", model="m:x", mode="zero-shot"), sample=k, dir=str(tmp_path / f"sample_{k}"),
                   tmp=str(tmp_path / f".sample_{k}.tmp")) for k in range(10)]
     tally = execute(tasks, LocalExecutor(2, None, work=lambda task, acquire: fake_result(task, 1.0)), 2, Tally(total=10), 2.5)
     # two run at once: the third starts at $2 spent, after it nothing does (the running one finishes)
@@ -264,7 +264,7 @@ def test_local_child_gets_gpus_from_the_pool_and_gives_them_back(tmp_path):
         return real(n, timeout)
 
     folder = generations(tmp_path / "gens")
-    task = Task(solve=dict(problem="all_reduce", model=f"folder:{folder}", mode="zero-shot", device="cuda", world_size=2),
+    task = Task(solve=SolveConfig(problem="all_reduce", model=f"folder:{folder}", mode="zero-shot", device="cuda", world_size=2),
                 sample=0, dir=str(tmp_path / "sample_0"), tmp=str(tmp_path / ".sample_0.tmp"),
                 candidate=str(folder / "all_reduce_gloo.py"))
     result = run_in_child(task, acquire)
