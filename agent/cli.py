@@ -10,9 +10,6 @@ import typer
 
 from configs import ConfigError
 
-ROOT = Path(__file__).resolve().parents[1]
-DEMO_TRANSCRIPT = ROOT / "examples" / "all_reduce_cpu" / "transcript.jsonl"
-
 
 def _default_out(kind: str, problem: str, mode: str) -> Path:
     return Path("runs") / kind / f"{problem}_{mode}_{time.strftime('%Y%m%d-%H%M%S')}"
@@ -72,7 +69,8 @@ def solve(
                                                     help="Config overrides, e.g. agent.step_limit=20 size=0.01 check.trials=3."),
 ) -> None:
     """Solve one problem with one model; writes OUT/transcript.jsonl, solution.py and result.json."""
-    from agent.solve import make_config, solve as run_solve
+    from agent.solve import make_config
+    from agent.solve import solve as run_solve
     from eval.problem import ProblemError
     from eval.suites import qualify
 
@@ -108,15 +106,9 @@ def demo(
 ) -> None:
     """Replay a recorded agent run that solves all_reduce on CPU (gloo, 2 ranks) through the
     real sandbox and checker: no API key, no GPU."""
+    from agent.demo import run_demo
+
     result = run_demo(out or _default_out("demo", "all_reduce", "agent"))
     print_summary(result)
     typer.echo(f"\nRead the run: pkagent view {Path(result.out_dir) / 'transcript.jsonl'}")
     raise typer.Exit(0 if result.correct else 1)
-
-
-def run_demo(out: Path):
-    from agent.solve import make_config, solve as run_solve
-
-    cfg = make_config(problem="all_reduce", model=f"replay:{DEMO_TRANSCRIPT}", mode="agent", device="cpu", world_size=2,
-                      size=0.001, check={"trials": 5, "perf": False}, sandbox={"backend": "local"})
-    return run_solve(cfg, out)

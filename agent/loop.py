@@ -110,7 +110,7 @@ class Agent:
             self.format_errors += 1
             self.transcript.write("format_error", message=str(e), count=self.format_errors)
             if self.format_errors >= self.config.max_format_errors:
-                raise LimitExceeded("format_error", f"{self.format_errors} replies in a row without a valid action: {e}")
+                raise LimitExceeded("format_error", f"{self.format_errors} replies in a row without a valid action: {e}") from e
             if self.messages[-1]["role"] != "tool":  # tool results already carry the error
                 self.messages.append({"role": "user", "content": f"Format error: {e}"})
 

@@ -24,9 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agent.solve import SolveConfig, SolveResult  # noqa: E402
 from experiments.executors import LocalExecutor, Task  # noqa: E402
 from experiments.experiment import Tally, execute  # noqa: E402
-from agent.solve import SolveConfig, SolveResult  # noqa: E402
 from sandbox import GpuPool  # noqa: E402
 
 

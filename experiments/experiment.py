@@ -47,13 +47,11 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, List, Optional, TypeVar
-
-import typer
+from typing import TYPE_CHECKING, TypeVar
 
 from agent.solve import SolveConfig, SolveResult
 from agent.trusted import machine_pool
-from configs import ConfigError, ExperimentConfig, load_experiment, load_hardware
+from configs import ConfigError, ExperimentConfig, load_hardware
 from configs.files import write_atomic
 from experiments.executors import FOLDER_PREFIX, Executor, Task, run_tasks
 
@@ -339,20 +337,3 @@ def run_experiment(cfg: ExperimentConfig, redo: str | None = None, progress: boo
         return tally
     finally:
         held.close()
-
-
-def run(
-    config: str = typer.Argument(..., help="An experiment YAML file, or the name of one under configs/experiments/."),
-    overrides: Optional[List[str]] = typer.Argument(None, metavar="[KEY=VALUE]...",
-                                                    help="Config overrides, e.g. samples=3 models=[openai:gpt-5] check.trials=2."),
-    redo: Optional[str] = typer.Option(None, "--redo", help="failed: rerun samples that ended in an error (model API, "
-                                       "harness); all: rerun every sample."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
-) -> None:
-    """Run an experiment: every problem x model x mode x sample, resumable; then `pkagent report RUN_DIR`."""
-    cfg = load_experiment(config, list(overrides or []))
-    tally = run_experiment(cfg, redo=redo, progress=not quiet)
-    root = Path(cfg.run_dir) / cfg.name
-    typer.echo(f"{tally.done}/{tally.total} samples finished, {tally.passed} correct, ${tally.cost:.4f}; "
-               f"report: pkagent report {root}")
-    raise typer.Exit(0 if tally.done == tally.total else 3)

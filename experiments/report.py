@@ -33,9 +33,8 @@ import textwrap
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
-import typer
 from pydantic import ValidationError
 
 from configs import ConfigError
@@ -502,14 +501,8 @@ def print_tables(data: dict[str, Any], other: dict[str, Any] | None) -> None:
         console.print(f"(not a terminal: tables laid out for {width} columns; set COLUMNS to change)", highlight=False)
 
 
-def report(
-    run_dir: Path = typer.Argument(..., help="A run directory (RUN_DIR/NAME of `pkagent run`)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (also written to OUT/report.json)."),
-    as_html: bool = typer.Option(False, "--html", help="Write OUT/report.html: tables and plots in one self-contained page."),
-    as_csv: bool = typer.Option(False, "--csv", help="Write OUT/samples.csv (one row per sample) and OUT/summary.csv."),
-    compare: Optional[Path] = typer.Option(None, "--compare", help="Another run directory, shown side by side."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Where files go (default RUN_DIR/report)."),
-) -> None:
+def write_report(run_dir: Path, as_json: bool = False, as_html: bool = False, as_csv: bool = False,
+                 compare: Path | None = None, out: Path | None = None) -> None:
     """Report an experiment: pass@k, fast_p, speedups, failures, per model, mode and category."""
     data = build(run_dir)
     other = build(compare) if compare else None
@@ -521,7 +514,7 @@ def report(
         text = json.dumps({**data, "compare": other and {k: other[k] for k in ("run", "dir", "groups", "categories")}},
                           indent=2, default=str)
         write_atomic(out / "report.json", text + "\n")
-        typer.echo(text)
+        print(text)
         written.append(out / "report.json")
     if as_csv:
         write_csv(out / "samples.csv", data["samples"])
@@ -537,4 +530,4 @@ def report(
     if not as_json:
         print_tables(data, other)
     for path in written:
-        typer.echo(f"wrote {path}", err=True)
+        print(f"wrote {path}", file=sys.stderr)

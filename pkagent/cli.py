@@ -67,9 +67,7 @@ def _register() -> None:
         ("sandbox.cli", ("sandbox",)),
         ("kernels_lib.cli", ("bench-lib",)),
         ("agent.cli", ("solve", "view", "demo")),
-        ("experiments.experiment", ("run",)),
-        ("experiments.report", ("report",)),
-        ("experiments.search", ("search",)),
+        ("experiments.cli", ("run", "report", "search")),
     ):
         try:
             mod = importlib.import_module(module)

@@ -22,13 +22,13 @@ from fakes import KEY_VARIABLES
 from fakes.model_server import FakeModelServer, Say
 from fakes.scripts import GLOO_ALL_REDUCE, write_command
 
-from experiments.executors import LocalExecutor, Task, run_in_child
-from experiments.experiment import Tally, execute, generation_files, run_experiment
-from experiments.report import build
 from agent.solve import SolveConfig, SolveResult
 from configs import ConfigError, load_experiment
 from eval.cli import candidate_source
 from eval.problem import load_problem
+from experiments.executors import LocalExecutor, Task, run_in_child
+from experiments.experiment import Tally, execute, generation_files, run_experiment
+from experiments.report import build
 
 SPEC = "anthropic:claude-haiku-4-5"
 WRONG = "def solution(x, *rest):\n    return x.clone()\n"

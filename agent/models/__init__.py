@@ -23,7 +23,8 @@ import email.utils
 import os
 import random
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pydantic import BaseModel, Field
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt

@@ -1,6 +1,7 @@
 """Records examples/all_reduce_cpu/: scripted model turns (served by the fake model server in
 the OpenAI wire format) driven through the real agent loop, local sandbox and checker, on CPU
-with gloo. `pkagent demo` replays its responses.
+with gloo. `pkagent demo` replays its responses: the transcript goes to agent/demo.jsonl,
+shipped in the package, and examples/all_reduce_cpu/transcript.jsonl links to it.
 
     .venv/bin/python tests/fakes/record_demo.py
 """
@@ -58,6 +59,8 @@ def main() -> None:
                           base_url=server.url + "/v1", mode="agent", device="cpu", world_size=2)
         result = solve(cfg, out)
     shutil.rmtree(out / "work", ignore_errors=True)
+    os.replace(out / "transcript.jsonl", ROOT / "agent" / "demo.jsonl")
+    (out / "transcript.jsonl").symlink_to(Path("..", "..", "agent", "demo.jsonl"))
     print(result.status, result.correct, out)
 
 

@@ -6,7 +6,10 @@
   examples every reference kernel against its problem's reference() on random inputs, several
           calls in a row (fresh inputs each), at the problem's size and at a small size
 
-    python -m kernels_lib.gpu_check --out DIR
+    python benchmarks/kernels_lib_gpu_check.py --out DIR
+
+It checks kernels_lib against the problem suite (eval/), so it sits above both rather than in
+kernels_lib, which imports nothing of eval.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 PRIMS = r"""
 #include <pk/pk.cuh>
@@ -84,7 +90,7 @@ def _trap_child() -> None:  # one GPU, one rank: wait on a flag nobody stores
 def _check_trap(report: dict) -> None:
     t0 = time.time()
     try:
-        r = subprocess.run([sys.executable, "-m", "kernels_lib.gpu_check", "--trap-child"], capture_output=True, text=True, timeout=60)
+        r = subprocess.run([sys.executable, __file__, "--trap-child"], capture_output=True, text=True, timeout=60)
         out, code = r.stdout + r.stderr, r.returncode
     except subprocess.TimeoutExpired as e:
         out, code = f"HUNG: {e}", None
