@@ -38,6 +38,7 @@ def test_wheel_contains_data_files(wheel):
     assert any(n.endswith("entry_points.txt") for n in names)
 
 
+@pytest.mark.slow
 def test_demo_runs_from_the_wheel_outside_the_checkout(wheel, tmp_path):
     """A fresh virtual environment holding only the wheel (--no-deps), its dependencies seen
     through a .pth naming this environment's site-packages, so nothing is downloaded; the demo
