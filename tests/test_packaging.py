@@ -4,7 +4,6 @@ transcript), not only Python, and `pkagent demo` runs from it installed outside 
 import os
 import subprocess
 import sys
-import sysconfig
 import venv
 import zipfile
 from pathlib import Path
@@ -51,9 +50,10 @@ def test_demo_runs_from_the_wheel_outside_the_checkout(wheel, tmp_path):
     assert installed.returncode == 0, installed.stderr[-2000:]
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           capture_output=True, text=True, check=True).stdout.strip()
-    # a path line in a .pth adds the directory but does not run its .pth files: the checkout's
-    # editable install stays invisible
-    Path(site, "base_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    # this environment's site-packages, after the wheel's: a path line in a .pth adds the directory
+    # but does not run the .pth files in it, so the checkout's editable install stays invisible
+    deps = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir()]
+    Path(site, "base_deps.pth").write_text("".join(p + "\n" for p in deps))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
