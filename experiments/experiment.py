@@ -285,13 +285,7 @@ def execute(tasks: list[Task], executor: Executor | None, slots: int, tally: Tal
 
 def run_experiment(cfg: ExperimentConfig, redo: str | None = None, progress: bool = True) -> Tally:
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     if redo not in (None, "failed", "all"):
         raise ConfigError(f"--redo {redo!r}: expected failed or all")
