@@ -163,6 +163,7 @@ def run_in_child(task: Task, acquire: Callable[[int], AbstractContextManager[lis
     its GPU requests from `acquire` (the runner's GpuPool.acquire); returns its SolveResult."""
     import multiprocessing as mp
 
+    Path(task.tmp).mkdir(parents=True, exist_ok=True)  # in flight from now: a killed run leaves this folder behind
     ctx = mp.get_context("spawn")
     here, there = ctx.Pipe()
     proc = ctx.Process(target=_child, args=(task, there), daemon=True)
