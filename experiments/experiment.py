@@ -173,7 +173,7 @@ def read_result(sample_dir: Path, kind: type[R] = SolveResult) -> R | None:
         return None
 
 
-def finish(task: Task, result) -> None:
+def finish(task: Task, result: SolveResult) -> None:
     """Make the sample final: result.json in its folder, synced; then one rename to sample_<k>.
     A redone sample replaces the old one: old -> .old, new -> sample_<k>, .old removed."""
     tmp, final = Path(task.tmp), Path(task.dir)
@@ -186,11 +186,10 @@ def finish(task: Task, result) -> None:
     os.replace(tmp, final)
     shutil.rmtree(old, ignore_errors=True)
     s = task.solve
-    if s["problem"].startswith("pkb:") and not s["model"].startswith(FOLDER_PREFIX) and (final / "solution.py").is_file():
-        from agent.solve import SolveConfig, export
+    if s.problem.startswith("pkb:") and not s.model.startswith(FOLDER_PREFIX) and (final / "solution.py").is_file():
+        from agent.solve import export
 
-        export(SolveConfig.model_validate(s), final.parents[1].name, final / "solution.py",
-               final.parents[3] / "pkb_solutions" / s["mode"], task.sample)
+        export(s, final.parents[1].name, final / "solution.py", final.parents[3] / "pkb_solutions" / s.mode, task.sample)
 
 
 def lock(root: Path):
