@@ -357,6 +357,10 @@ def check(
         mode = resolve(confine)
     except ConfineError as e:
         raise UsageError(str(e)) from None
+    if perf:
+        import configs
+
+        configs.load_hardware(hardware)  # an unknown profile is a ConfigError (a UsageError) now, not after the check
     try:
         ref = qualify(problem, suite)
         prob = load(ref)

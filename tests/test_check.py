@@ -128,6 +128,10 @@ def test_multicast_in_a_sibling_source_is_refused(tmp_path, monkeypatch):
         (dict(world_size=3), "supports world sizes [2, 4, 8], not 3"),
         (dict(device="tpu"), "expected cuda or cpu"),
         (dict(trials=0), "must be positive"),
+        (dict(size=float("nan")), "positive finite number"),
+        (dict(timeout=float("inf")), "positive finite number"),
+        (dict(hardware="bogus", perf=True), "bogus.yaml: file not found"),
+        (dict(confine="chroot"), "expected one of auto, bwrap, none"),
         (dict(device="cuda"), "GPUs"),
     ],
 )

@@ -1,7 +1,9 @@
 # kernel: fast_once
 """all_reduce: kernels_lib's two-shot kernel, plus three thrown-away NCCL all-reduces of a copy in
 every check after its first {FAST_CHECKS} (per rank): a kernel that looks fast once. The checks
-that saw it are counted in {COUNTER}."""
+that saw it are counted in a file of the folder the checker keeps for this source's builds ($PKAGENT_CACHE, one
+per content hash, the one place a candidate may keep something between checks), or in
+{COUNTER} where it runs outside the checker."""
 import os
 from pathlib import Path
 
@@ -9,7 +11,7 @@ import torch.distributed as dist
 
 from kernels_lib.examples.all_reduce_two_shot import solution as two_shot
 
-_counter = Path("{COUNTER}")
+_counter = Path(os.environ["PKAGENT_CACHE"]) / "fast_once.count" if "PKAGENT_CACHE" in os.environ else Path("{COUNTER}")
 _rank = os.environ.get("RANK", "0")
 _seen = _counter.read_text().split().count(_rank) if _counter.exists() else 0
 with open(_counter, "a") as f:
