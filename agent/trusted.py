@@ -74,7 +74,9 @@ def check_kernel(cfg: SolveConfig, candidate: str | Path, gpus: Gpus | None = No
     from eval.check import check
 
     cuda = cfg.device == "cuda"
-    args = dict(world_size=cfg.world_size, device=cfg.device, trials=cfg.check.trials, perf=cfg.check.perf and cuda,
-                size=cfg.size, timeout=cfg.check.timeout_s, hardware=cfg.hardware) | args
+    c = cfg.check
+    args = dict(world_size=cfg.world_size, device=cfg.device, trials=c.trials, perf=c.perf and cuda, size=cfg.size,
+                timeout=c.timeout_s, hardware=cfg.hardware, repeats=c.repeats, time_budget_s=c.time_budget_s,
+                ci_width=c.ci_width, confine=c.confine, pass_env=tuple(c.pass_env)) | args
     with lease(gpus if cuda else None, cfg.world_size, visible=True):
         return check(str(candidate), cfg.problem, **args)

@@ -93,6 +93,11 @@ class CheckConfig(Strict):
     trials: int = Field(default=5, ge=1)
     timeout_s: float = Field(default=300, gt=0)
     perf: bool = True
+    repeats: int = Field(default=16, ge=1, description="calls per trial on identical inputs; outputs that differ are a race")
+    time_budget_s: float | None = Field(default=None, gt=0, description="seconds of timed pairs at most (None: 6 on cuda, 2 on cpu)")
+    ci_width: float = Field(default=0.02, gt=0, description="stop timing once the speedup's 95 % interval is this narrow (relative)")
+    confine: Literal["auto", "bwrap", "none"] = Field(default="auto", description="the candidate's processes: bubblewrap where it works")
+    pass_env: list[str] = Field(default_factory=list, description="environment variables the candidate may see")
 
 
 class PkbConfig(Strict):

@@ -9,6 +9,7 @@ from fakes.model_server import Fail, FakeModelServer, Garbage, Say, Slow
 
 from agent.models import TOOLS, ModelError, Usage, get_model, parse_spec, retry_after
 from configs import AgentConfig, ConfigError, ModelPrice, ModelsConfig, load_models
+from configs.errors import InputFileError
 
 FAST = AgentConfig(max_retries=6, retry_wait_s=0.01, retry_max_wait_s=5, request_timeout_s=1.0)
 TASK = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "List the files."}]
@@ -128,7 +129,7 @@ def test_bad_specs_and_missing_keys_are_one_line_config_errors(monkeypatch):
             get_model(spec)
     with pytest.raises(ConfigError, match="no base URL"):
         get_model("openai-compatible:m")
-    with pytest.raises(ConfigError, match="transcript not found"):
+    with pytest.raises(InputFileError, match="transcript not found"):  # a file the user named: exit 2 like a config error
         get_model("replay:/nonexistent/transcript.jsonl")
 
 

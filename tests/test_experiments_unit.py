@@ -125,12 +125,12 @@ def test_check_kernel_passes_the_samples_settings(monkeypatch, device, override,
 
     monkeypatch.setattr("eval.check.check", fake_check)
     cfg = SolveConfig(problem="all_gather", model="m:x", device=device, world_size=2, size=0.5, hardware="h200_2",
-                      check={"trials": 3, "timeout_s": 60, "perf": True})
+                      check={"trials": 3, "timeout_s": 60, "perf": True, "repeats": 4, "confine": "bwrap", "pass_env": ["HF_HOME"]})
     assert check_kernel(cfg, "/x/solution.py", pool, **override) == "verdict"
     (candidate, problem, args, held, visible), = calls
     assert (candidate, problem) == ("/x/solution.py", "all_gather")
     assert args == dict(world_size=2, device=device, trials=override.get("trials", 3), perf=perf, size=0.5, timeout=60,
-                        hardware="h200_2")
+                        hardware="h200_2", repeats=4, time_budget_s=None, ci_width=0.02, confine="bwrap", pass_env=("HF_HOME",))
     assert held == leased and (visible == "0,1") == (device == "cuda")
 
 

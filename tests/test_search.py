@@ -108,8 +108,8 @@ def test_fastest_verified_kernel_wins_and_fast_once_does_not(resumed):
     for name in ("default", "large"):
         check = result["verified"][name]
         assert check["status"] == "correct" and check["trials"] == 2 and check["perf"]["reference"]["median_ms"] > 0
-        assert check["perf"]["candidate"]["batches"] == 5  # verify.batches, not the screen's 15
-    assert result["screen"]["perf"]["candidate"]["batches"] == 15
+        assert check["perf"]["pairs"] >= 5  # verify.batches: the least number of timed pairs
+    assert result["screen"]["perf"]["pairs"] >= 10  # the checker's own least
     assert TRUE_DELAY[names[best]] * 1e3 <= result["verified"]["default"]["perf"]["candidate"]["median_ms"] < \
         TRUE_DELAY[names[best]] * 1e3 + 15
     txt = (out / "leaderboard.txt").read_text()

@@ -10,7 +10,7 @@
                trusted check of solve() on CUDA; on CPU, where solve() does not time, a second
                check with --perf. The leaderboard ranks by the best time known for each kernel.
     verify     a screened time below the best verified time earns a re-check before it can win:
-               verify.trials correctness trials and verify.batches timed batches on fresh inputs
+               verify.trials correctness trials and verify.batches timed pairs at least, on fresh inputs
                (seed verify.seed + sample), at `size` and at size x verify.size_factor, each
                against the reference timed in the same run. Its verified time at `size` is the
                one that counts; a kernel that was fast only once is ranked by its verified time

@@ -11,7 +11,7 @@ from configs import ConfigError, SampleSettings, Strict, apply_overrides, read_y
 
 class VerifyConfig(Strict):
     trials: int = Field(default=20, ge=1, description="correctness trials of each re-check")
-    batches: int = Field(default=45, ge=3, description="timed batches of each re-check (a screen times 15)")
+    batches: int = Field(default=45, ge=3, description="the least number of timed pairs (reference batch, candidate batch) of each re-check (a screen's least is 10)")
     size_factor: float = Field(default=4.0, gt=0, description="the second re-check runs at size x this")
     seed: int = Field(default=1000, description="re-check inputs: seed + sample index (screens use seed 0)")
 
