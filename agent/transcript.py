@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -21,13 +20,13 @@ from typing import Any
 
 from configs.errors import InputFileError, input_error
 from configs.files import LineLog, write_atomic
+from configs.secrets import SECRET_NAME
 
-_SECRET_NAME = re.compile(r"(API_KEY|_TOKEN|_SECRET)$")
 
 
 def secrets(env: dict[str, str] | None = None) -> list[str]:
     env = dict(os.environ) if env is None else env
-    return sorted({v for k, v in env.items() if _SECRET_NAME.search(k) and len(v) >= 8}, key=len, reverse=True)
+    return sorted({v for k, v in env.items() if SECRET_NAME.search(k) and len(v) >= 8}, key=len, reverse=True)
 
 
 def redact(text: str, values: list[str] | None = None) -> str:

@@ -11,18 +11,17 @@ from __future__ import annotations
 import functools
 import glob
 import os
-import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from configs.secrets import SECRET_NAME
 from kernels_lib.multicast import MULTICAST_OFF_ENV, disabled_by
 
 ROOT = Path(__file__).resolve().parents[1]
 SYSTEM_DIRS = ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 PASSED_PREFIXES = ("CUDA_", "NCCL_", "TORCH_", "NVSHMEM_", "NVIDIA_")
-SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
 MODES = ("auto", "bwrap", "none")
 
 
@@ -33,13 +32,13 @@ class ConfineError(Exception):
 def candidate_env(home: Path, tmp: Path, extra: tuple[str, ...] = ()) -> dict[str, str]:
     """The environment of a candidate's process: CUDA/NCCL/torch settings (never a name that
     looks like a secret), the names the caller lists in `extra`, and nothing else."""
-    env = {k: v for k, v in os.environ.items() if k.startswith(PASSED_PREFIXES) and not SECRET.search(k)}
+    env = {k: v for k, v in os.environ.items() if k.startswith(PASSED_PREFIXES) and not SECRET_NAME.search(k)}
     for name in ("LD_LIBRARY_PATH", "CUDA_HOME", "LANG"):
         if name in os.environ:
             env[name] = os.environ[name]
     env.update({k: os.environ[k] for k in extra if k in os.environ})
     env.update(
-        PATH=os.pathsep.join(_path_dirs()), HOME=str(home), TMPDIR=str(tmp), PYTHONUNBUFFERED="1",
+        PATH=os.pathsep.join(path_dirs()), HOME=str(home), TMPDIR=str(tmp), PYTHONUNBUFFERED="1",
         PYTHONPATH=str(ROOT), OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"),
     )
     if disabled_by():
@@ -47,7 +46,9 @@ def candidate_env(home: Path, tmp: Path, extra: tuple[str, ...] = ()) -> dict[st
     return env
 
 
-def _path_dirs() -> list[str]:
+def path_dirs() -> list[str]:
+    """The running interpreter's bin directory first (so `python` and `pkagent` are this
+    project's), then nvcc's directory, then the system's."""
     dirs = [str(Path(sys.executable).parent)]
     nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
     if nvcc:
@@ -56,14 +57,17 @@ def _path_dirs() -> list[str]:
     return list(dict.fromkeys(dirs))
 
 
-def _code_dirs() -> list[str]:
-    """The interpreter and its environment, nvcc's tree and the project's packages."""
+def code_dirs() -> list[str]:
+    """What a confined process needs to read beyond the system: the interpreter, its environment,
+    nvcc's tree, the project's packages (not the whole repository: run folders and any local
+    secrets stay out) and every import directory outside the repository (site-packages a .pth
+    file adds, ...)."""
     dirs = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, str(Path(sys.executable).resolve().parents[1])}
     nvcc = shutil.which("nvcc")
     if nvcc:
         dirs.add(str(Path(nvcc).resolve().parents[1]))
     dirs.update(str(p.parent) for p in ROOT.glob("*/__init__.py"))
-    dirs.update(p for p in sys.path if re.search(r"/lib/python[\d.]+(/|$)", p) and os.path.isdir(p))  # site-packages wherever they are
+    dirs.update(p for p in sys.path if p and os.path.isabs(p) and not Path(p).resolve().is_relative_to(ROOT))
     return sorted(d for d in dirs if os.path.isdir(d) and d != "/")
 
 
@@ -77,7 +81,7 @@ def bwrap_argv(writable: list[Path], cwd: Path, tmp: Path, readable: list[Path] 
         elif os.path.isdir(d):
             argv += ["--ro-bind", d, d]
     argv += ["--bind", str(tmp), "/tmp"]  # first: code under /tmp is bound on top of it
-    for d in [*_code_dirs(), *map(str, readable)]:
+    for d in [*code_dirs(), *map(str, readable)]:
         argv += ["--ro-bind", d, d]
     argv += ["--ro-bind", "/sys", "/sys", "--proc", "/proc", "--dev", "/dev", "--size", str(shm_bytes), "--tmpfs", "/dev/shm"]
     for node in sorted(glob.glob("/dev/nvidia*")):

@@ -10,7 +10,6 @@ GpuPool (sandbox/gpus.py) hands each sample a disjoint set of GPUs. See sandbox/
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -18,6 +17,7 @@ from typing import Protocol
 from configs import SandboxConfig
 from configs.errors import PkagentError
 from configs.files import make_dir
+from configs.secrets import SECRET_NAME
 from kernels_lib.multicast import MULTICAST_OFF_ENV
 from sandbox.gpus import GpuPool
 
@@ -67,12 +67,11 @@ def open_sandbox(config: SandboxConfig, workdir: Path, gpus: list[int] | None = 
 # --- shared by the backends ---------------------------------------------------------------
 
 PASSED_PREFIXES = ("CUDA_", "NCCL_", "TORCH_")
-_SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL", re.IGNORECASE)
 
 
 def allowed_env(home: str, visible_gpus: list[int] | None) -> dict[str, str]:
     """The environment every sandboxed command gets: an allow-list, never the parent's secrets."""
-    env = {k: v for k, v in os.environ.items() if k.startswith(PASSED_PREFIXES) and not _SECRET.search(k)}
+    env = {k: v for k, v in os.environ.items() if k.startswith(PASSED_PREFIXES) and not SECRET_NAME.search(k)}
     env.update(
         HOME=home,
         USER="sandbox",

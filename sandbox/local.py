@@ -13,7 +13,6 @@ the work directory and a private /tmp; GPUs stay usable through the bound /dev/n
 from __future__ import annotations
 
 import functools
-import glob
 import os
 import shutil
 import signal
@@ -25,6 +24,7 @@ import time
 from pathlib import Path
 
 from configs import SandboxConfig
+from eval.confine import bwrap_argv, path_dirs
 from sandbox import (
     TIMEOUT_EXIT_CODE,
     ExecResult,
@@ -36,9 +36,7 @@ from sandbox import (
     shell_exit_code,
 )
 
-REPO = Path(__file__).resolve().parents[1]
 KEEPER = str(Path(__file__).resolve().with_name("keeper.py"))
-SYSTEM_DIRS = ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # Limits first (bash counts in KiB), then the command itself as a fresh bash.
 WRAPPER = 'ulimit -d {data_kib} -f {file_kib} || exit 125; exec bash -c "$1"'
 
@@ -50,7 +48,7 @@ class LocalSandbox(WorkdirSandbox):
         home = self.workdir / ".home"
         home.mkdir(exist_ok=True)
         self.env = allowed_env(str(home), gpus)
-        self.env["PATH"] = os.pathsep.join(_path_dirs())
+        self.env["PATH"] = os.pathsep.join(path_dirs())
         if "LD_LIBRARY_PATH" in os.environ:
             self.env["LD_LIBRARY_PATH"] = os.environ["LD_LIBRARY_PATH"]
         kib = lambda gb: int(gb * 2**20)  # noqa: E731
@@ -67,7 +65,7 @@ class LocalSandbox(WorkdirSandbox):
                 if not process_alive(int(owner) if owner.isdigit() else 0):
                     shutil.rmtree(stale, ignore_errors=True)
             self.tmp = tempfile.mkdtemp(prefix=f".tmp-{os.getpid()}-", dir=self.workdir)
-            self.prefix = bwrap_argv(self.workdir, self.tmp, shm_bytes=int(config.memory_gb * 2**30 / 2))
+            self.prefix = bwrap_argv([self.workdir], self.workdir, Path(self.tmp), shm_bytes=int(config.memory_gb * 2**30 / 2))
             self._probe()
 
     def _probe(self) -> None:
@@ -173,47 +171,3 @@ def _warn_none(why: str) -> None:
 def _pump(fd: int, clip: OutputClip) -> None:
     while chunk := os.read(fd, 65536):
         clip.add(chunk)
-
-
-def _path_dirs() -> list[str]:
-    """The running interpreter's bin directory first (so `python` and `pkagent` are this
-    project's), then nvcc's directory where the parent's PATH has one, then the system's."""
-    dirs = [str(Path(sys.executable).parent)]
-    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
-    if nvcc:
-        dirs.append(str(Path(nvcc).parent))
-    dirs += ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
-    return list(dict.fromkeys(dirs))
-
-
-def _code_dirs() -> list[str]:
-    """What a command needs to read beyond the system: the interpreter, its environment, nvcc's
-    tree, and the repository's packages (not the whole repository: other samples' run
-    directories and any local secrets stay out)."""
-    dirs = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix}
-    dirs.add(str(Path(sys.executable).resolve().parents[1]))
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        dirs.add(str(Path(nvcc).resolve().parents[1]))
-    dirs.update(str(p.parent) for p in REPO.glob("*/__init__.py"))
-    # and every import directory outside the repository (site-packages a .pth file adds, ...)
-    dirs.update(p for p in sys.path if p and os.path.isabs(p) and not Path(p).resolve().is_relative_to(REPO))
-    return sorted(d for d in dirs if os.path.isdir(d) and d != "/")
-
-
-def bwrap_argv(workdir: Path, tmp: str, shm_bytes: int) -> list[str]:
-    argv = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]
-    for d in SYSTEM_DIRS:
-        if os.path.islink(d):
-            argv += ["--symlink", os.readlink(d), d]
-        elif os.path.isdir(d):
-            argv += ["--ro-bind", d, d]
-    argv += ["--bind", tmp, "/tmp"]  # the private /tmp first: code under /tmp is bound on top of it
-    for d in _code_dirs():
-        argv += ["--ro-bind", d, d]
-    argv += ["--ro-bind", "/sys", "/sys", "--proc", "/proc", "--dev", "/dev"]
-    argv += ["--size", str(shm_bytes), "--tmpfs", "/dev/shm"]  # NCCL's shared-memory transport
-    for node in sorted(glob.glob("/dev/nvidia*")):
-        argv += ["--dev-bind", node, node]
-    argv += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir)]
-    return argv + ["--remount-ro", "/"]  # bwrap's own root (a tmpfs holding the mount points)
