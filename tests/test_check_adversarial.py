@@ -33,7 +33,6 @@ def run(name, **kw):
         ("reads_checker_frames", False, "incorrect", "out of tolerance"),
         ("patches_torch_any", False, "incorrect", "out of tolerance"),
         ("tampers", False, "incorrect", "out of tolerance"),
-        ("forges_protocol", False, "cheating_detected", "protocol"),
         # timed calls are checked calls
         ("skips_when_timed", True, "incorrect", "drawn after the batch"),
         ("patches_runner_globals", True, "incorrect", "drawn after the batch"),
@@ -54,13 +53,22 @@ def test_trick_is_caught(name, perf, status, words):
     assert words in r.message, r.message
 
 
+def test_forged_protocol_never_passes():
+    # Its JSON lines land on the socket (a protocol error) or its forged result is read (inputs
+    # that do not match the judge's): which comes first depends on the file descriptors' order.
+    r = run("forges_protocol")
+    assert r.status in ("cheating_detected", "incorrect"), (r.status, r.message)
+    assert "protocol" in r.message or "differ from the judge's" in r.message, r.message
+
+
 def test_skipping_work_when_called_rapidly_never_passes():
     # Each rank decides alone when calls come "rapidly": one skips its all_reduce while its peer
     # waits in one (a deadlock), or both skip and a drawn output is stale, or every drawn output
-    # happened to be right and the time beats the hardware's peak (GPU problems with a roofline).
+    # happened to be right and the time beats the hardware's peak (GPU problems with a roofline);
+    # the 16 repeats of a trial come rapidly too, so it is often caught there as nondeterministic.
     r = run("skips_when_rapid", perf=True, timeout=deadlines.scaled(20))
     assert r.status in ("incorrect", "timeout", "cheating_detected"), (r.status, r.message)
-    assert any(w in r.message for w in ("drawn after the batch", "no progress", "peak")), r.message
+    assert any(w in r.message for w in ("drawn after the batch", "no progress", "peak", "nondeterministic")), r.message
 
 
 def test_a_race_is_called_nondeterministic():

@@ -149,14 +149,15 @@ def test_refine_fraction_spreads_evenly():
 def test_stops_on_target(tmp_path):
     with server_for(tmp_path, ["sleep_64"], ["sleep_64", "reference"]) as server:
         run = deadlines.run(cmd(server, tmp_path / "out", "--mode", "zero-shot", "--parallel", "1", "--max-samples", "6",
-                                 "--refine-fraction", "1", "--target-speedup", "0.1"),
+                                 "--refine-fraction", "1", "--target-speedup", "0.3"),
                              env=env(server), text=True, watch=[tmp_path / "out"])
     assert run.returncode == 0, run.stderr
     b = board(tmp_path / "out")
     assert b["stopped"].startswith("target") and b["samples"] == 2 and b["best"] == 1
     (row,) = [r for r in b["entries"] if r["sample"] == 1]
-    assert row["refined"] == 0 and row["verified"]["default"]["speedup"] >= 0.1
-    assert [r["verified"]["default"]["speedup"] for r in b["entries"] if r["sample"] == 0][0] < 0.1
+    # sleep_64 adds 64 ms a call: under 0.3x unless the reference itself takes 27 ms a call on CPU
+    assert row["refined"] == 0 and row["verified"]["default"]["speedup"] >= 0.3
+    assert [r["verified"]["default"]["speedup"] for r in b["entries"] if r["sample"] == 0][0] < 0.3
 
 
 def test_respects_the_budget(tmp_path):
