@@ -10,7 +10,7 @@ TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 NVCC ?= nvcc
 CUDA_ARCH ?= -gencode=arch=compute_90a,code=sm_90a
 
-.PHONY: install demo test cuda clean
+.PHONY: install demo test lint cuda clean
 
 install: $(STAMP)
 
@@ -27,6 +27,11 @@ demo: $(STAMP)
 # pytest exits 5 when it collects no test: that is a failure here, like any other non-zero code.
 test: $(STAMP)
 	$(PY) -m pytest -q -rfE $(PYTEST_ARGS)
+
+# ruff: the linter and the formatter, as configured in pyproject.toml (CI runs both).
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 
 # Compile every CUDA source of the repository for sm_90a (headers through a one-line unit).
 cuda:

@@ -12,6 +12,14 @@ TRANSCRIPT = Path(__file__).with_name("demo.jsonl")
 
 
 def run_demo(out: Path) -> SolveResult:
-    cfg = make_config(problem="all_reduce", model=f"replay:{TRANSCRIPT}", mode="agent", device="cpu", world_size=2,
-                      size=0.001, check={"trials": 5, "perf": False}, sandbox={"backend": "local"})
+    cfg = make_config(
+        problem="all_reduce",
+        model=f"replay:{TRANSCRIPT}",
+        mode="agent",
+        device="cpu",
+        world_size=2,
+        size=0.001,
+        check={"trials": 5, "perf": False},
+        sandbox={"backend": "local"},
+    )
     return solve(cfg, out)

@@ -35,8 +35,9 @@ class FormatError(Exception):
     """The reply carried no valid action; str() is what the model is told."""
 
 
-Ending = Literal["submitted", "step_limit", "cost_limit", "time_limit", "format_error", "context_length", "model_error",
-                 "completed"]  # how the model's part of a sample ended (completed: the zero-shot reply)
+Ending = Literal[
+    "submitted", "step_limit", "cost_limit", "time_limit", "format_error", "context_length", "model_error", "completed"
+]  # how the model's part of a sample ended (completed: the zero-shot reply)
 
 
 @dataclass
@@ -70,8 +71,15 @@ def last_json(output: str) -> dict[str, Any] | None:
 
 
 class Agent:
-    def __init__(self, model: Client, sandbox: Any, config: AgentConfig, transcript: Transcript,
-                 output_limit: int = 20000, command_timeout: float = 600):
+    def __init__(
+        self,
+        model: Client,
+        sandbox: Any,
+        config: AgentConfig,
+        transcript: Transcript,
+        output_limit: int = 20000,
+        command_timeout: float = 600,
+    ):
         self.model, self.sandbox, self.config, self.transcript = model, sandbox, config, transcript
         self.output_limit, self.command_timeout = output_limit, command_timeout
         self.actions = model.actions or config.actions
@@ -127,8 +135,10 @@ class Agent:
         if self.actions == "text":
             blocks = BASH_BLOCK.findall(reply.text)
             if len(blocks) != 1:
-                raise FormatError(f"found {len(blocks)} fenced bash blocks; reply with exactly one ```bash block "
-                                  "(its only line `submit` to submit)")
+                raise FormatError(
+                    f"found {len(blocks)} fenced bash blocks; reply with exactly one ```bash block "
+                    "(its only line `submit` to submit)"
+                )
             command = blocks[0].strip()
             tool = "submit" if command == "submit" else "bash"
             self.messages.append({"role": "user", "content": self.run_tool(tool, {"command": command})})
@@ -158,8 +168,14 @@ class Agent:
         self.transcript.write("action", step=self.steps, tool="bash", command=command)
         left = self.config.wall_time_s - (time.monotonic() - self.start)
         r = self.sandbox.execute(command, timeout=max(1.0, min(self.command_timeout, left)))
-        self.transcript.write("observation", step=self.steps, output=r.output, exit_code=r.exit_code,
-                              timed_out=r.timed_out, duration_s=round(r.duration_s, 3))
+        self.transcript.write(
+            "observation",
+            step=self.steps,
+            output=r.output,
+            exit_code=r.exit_code,
+            timed_out=r.timed_out,
+            duration_s=round(r.duration_s, 3),
+        )
         if CHECK_COMMAND.search(command) and (result := last_json(r.output)) and "status" in result:
             self.transcript.write("check", source="agent", result=result)
         return observation(r.output, r.exit_code, r.timed_out, self.output_limit)

@@ -95,15 +95,17 @@ def _zero_shot(model: Client, prompt: str, tr: Transcript, system: str | None = 
     return Outcome("completed", "the reply's python block is the candidate", 1, reply.cost_usd, reply.usage), code.encode()
 
 
-def _agent(cfg: SolveConfig, model: Client, system: str, task: str, tr: Transcript, work: Path,
-           gpus: Any, files: dict[str, bytes]) -> tuple[Outcome, bytes | None]:
+def _agent(
+    cfg: SolveConfig, model: Client, system: str, task: str, tr: Transcript, work: Path, gpus: Any, files: dict[str, bytes]
+) -> tuple[Outcome, bytes | None]:
     from sandbox import SandboxError, open_sandbox
 
     with lease(gpus if cfg.device == "cuda" else None, cfg.world_size) as ids, open_sandbox(cfg.sandbox, work, ids) as box:
         for name, data in files.items():
             box.put(name, data)
-        agent = Agent(model, box, cfg.agent, tr, output_limit=cfg.sandbox.output_limit_chars,
-                      command_timeout=cfg.sandbox.command_timeout_s)
+        agent = Agent(
+            model, box, cfg.agent, tr, output_limit=cfg.sandbox.output_limit_chars, command_timeout=cfg.sandbox.command_timeout_s
+        )
         outcome = agent.run(system, task)
         try:
             code = box.get("solution.py")
@@ -121,11 +123,20 @@ def _zero_shot_prompt(cfg: SolveConfig, problem: Any, ctx: dict[str, Any]) -> tu
     from eval.suites import is_pkb, solutions_dir_name
 
     checkout = Path(problem.path).parents[1] if is_pkb(problem) else None
-    target = f"{solutions_dir_name(cfg.model, cfg.pkb.backend, cfg.pkb.precision, cfg.hardware)}/{problem.id}_{cfg.pkb.backend}.py"
+    target = (
+        f"{solutions_dir_name(cfg.model, cfg.pkb.backend, cfg.pkb.precision, cfg.hardware)}/{problem.id}_{cfg.pkb.backend}.py"
+    )
     try:
-        system, user = prompt_from_file(cfg.pkb.prompt_file, ctx, checkout=checkout, option=cfg.pkb.prompt_option,
-                                        backend=cfg.pkb.backend, precision=cfg.pkb.precision, hardware=cfg.pkb.prompt_hardware,
-                                        target=target)
+        system, user = prompt_from_file(
+            cfg.pkb.prompt_file,
+            ctx,
+            checkout=checkout,
+            option=cfg.pkb.prompt_option,
+            backend=cfg.pkb.backend,
+            precision=cfg.pkb.precision,
+            hardware=cfg.pkb.prompt_hardware,
+            target=target,
+        )
     except (OSError, ValueError, KeyError) as e:  # tomllib's and jinja2's errors are ValueErrors
         raise ConfigError(f"pkb.prompt_file {cfg.pkb.prompt_file}: {type(e).__name__}: {e}") from None
     return user, system
@@ -188,9 +199,19 @@ def solve(cfg: SolveConfig, out: Path, gpus: Any = None) -> SolveResult:
     ctx["refine"] = cfg.refine.model_dump() if cfg.refine else None
     result = SolveResult(problem=cfg.problem, model=cfg.model, mode=cfg.mode, status="error", out_dir=str(out))
     with Transcript(out / "transcript.jsonl") as tr:
-        tr.write("start", problem=cfg.problem, model=cfg.model, mode=cfg.mode, device=cfg.device,
-                 world_size=cfg.world_size, size=cfg.size, hardware=cfg.hardware, actions=actions,
-                 config=cfg.model_dump(), time=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        tr.write(
+            "start",
+            problem=cfg.problem,
+            model=cfg.model,
+            mode=cfg.mode,
+            device=cfg.device,
+            world_size=cfg.world_size,
+            size=cfg.size,
+            hardware=cfg.hardware,
+            actions=actions,
+            config=cfg.model_dump(),
+            time=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        )
         if model.price is None and model.provider != "replay":
             tr.write("warning", message=f"no price for {model.model} in configs/models.yaml: cost counted as 0")
         try:
@@ -198,10 +219,25 @@ def solve(cfg: SolveConfig, out: Path, gpus: Any = None) -> SolveResult:
                 user, system = _zero_shot_prompt(cfg, problem, ctx)
                 outcome, code = _zero_shot(model, user, tr, system)
             else:
-                outcome, code = _agent(cfg, model, render("system.j2", **ctx), render("task.j2", **ctx), tr, out / "work",
-                                       pool, pkb_files(problem) if is_pkb(problem) else {})
-            result = result.model_copy(update=dict(status=outcome.status, message=outcome.message, steps=outcome.steps,
-                                                   cost_usd=outcome.cost_usd, usage=outcome.usage))
+                outcome, code = _agent(
+                    cfg,
+                    model,
+                    render("system.j2", **ctx),
+                    render("task.j2", **ctx),
+                    tr,
+                    out / "work",
+                    pool,
+                    pkb_files(problem) if is_pkb(problem) else {},
+                )
+            result = result.model_copy(
+                update=dict(
+                    status=outcome.status,
+                    message=outcome.message,
+                    steps=outcome.steps,
+                    cost_usd=outcome.cost_usd,
+                    usage=outcome.usage,
+                )
+            )
             if code is not None:
                 write_atomic(out / "solution.py", code)
                 if is_pkb(problem):

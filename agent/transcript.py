@@ -23,7 +23,6 @@ from configs.files import LineLog, write_atomic
 from configs.secrets import SECRET_NAME
 
 
-
 def secrets(env: dict[str, str] | None = None) -> list[str]:
     env = dict(os.environ) if env is None else env
     return sorted({v for k, v in env.items() if SECRET_NAME.search(k) and len(v) >= 8}, key=len, reverse=True)
@@ -121,8 +120,10 @@ def _check_line(r: dict[str, Any]) -> str:
     text = f"{r.get('status')}: {r.get('trials_passed', 0)}/{r.get('trials', '?')} trials"
     perf = r.get("perf")
     if perf:
-        text += (f"; {perf['candidate']['median_ms']:.4g} ms vs reference {perf['reference']['median_ms']:.4g} ms"
-                 f" (speedup {perf['speedup']:.2f}x, {perf['candidate_roofline_fraction']:.0%} of roofline)")
+        text += (
+            f"; {perf['candidate']['median_ms']:.4g} ms vs reference {perf['reference']['median_ms']:.4g} ms"
+            f" (speedup {perf['speedup']:.2f}x, {perf['candidate_roofline_fraction']:.0%} of roofline)"
+        )
     if r.get("message"):
         text += f"\n{r['message']}"
     return text
@@ -137,15 +138,20 @@ def render(events: list[dict[str, Any]], console: Any, full: bool = False, lines
         parts = text.splitlines()
         if full or len(parts) <= lines:
             return text
-        return "\n".join(parts[: lines // 2] + [f"... {len(parts) - lines} lines ..."] + parts[-lines // 2:])
+        return "\n".join(parts[: lines // 2] + [f"... {len(parts) - lines} lines ..."] + parts[-lines // 2 :])
 
     for i, e in enumerate(events):
         try:
             _render_one(e, console, clip)
         except (KeyError, TypeError, AttributeError, ValueError, MarkupError) as err:
             where = f"line {lines[i]}: " if lines else ""
-            console.print(Text(f"{where}damaged {e.get('event')!r} event, not shown ({type(err).__name__}: {err}); "
-                               f"its fields: {', '.join(map(str, e))}", style="bold magenta"))
+            console.print(
+                Text(
+                    f"{where}damaged {e.get('event')!r} event, not shown ({type(err).__name__}: {err}); "
+                    f"its fields: {', '.join(map(str, e))}",
+                    style="bold magenta",
+                )
+            )
 
 
 def _render_one(e: dict[str, Any], console: Any, clip: Any) -> None:
@@ -165,8 +171,10 @@ def _render_one(e: dict[str, Any], console: Any, clip: Any) -> None:
     elif kind == "response":
         r, step = e["reply"], e.get("step", "?")
         u = r.get("usage", {})
-        sub = (f"in {u.get('input_tokens', 0)} + cached {u.get('cached_tokens', 0)}, out {u.get('output_tokens', 0)}"
-               f" tokens; ${r.get('cost_usd', 0):.4f} (total ${e.get('total_cost_usd', 0):.4f})")
+        sub = (
+            f"in {u.get('input_tokens', 0)} + cached {u.get('cached_tokens', 0)}, out {u.get('output_tokens', 0)}"
+            f" tokens; ${r.get('cost_usd', 0):.4f} (total ${e.get('total_cost_usd', 0):.4f})"
+        )
         body = Markdown(r.get("text") or "_(no text)_")
         console.print(Panel(body, title=f"step {step} · model · {t}", subtitle=sub, border_style="cyan"))
     elif kind == "action":
@@ -176,8 +184,14 @@ def _render_one(e: dict[str, Any], console: Any, clip: Any) -> None:
             console.print(Panel(Syntax(e.get("command", ""), "bash", word_wrap=True), title="bash", border_style="yellow"))
     elif kind == "observation":
         status = f"exit {e.get('exit_code')}" + (" (timed out)" if e.get("timed_out") else "")
-        console.print(Panel(Text(clip(e.get("output", ""))), title=status, subtitle=f"{e.get('duration_s', 0):.1f}s",
-                            border_style="green" if e.get("exit_code") == 0 else "red"))
+        console.print(
+            Panel(
+                Text(clip(e.get("output", ""))),
+                title=status,
+                subtitle=f"{e.get('duration_s', 0):.1f}s",
+                border_style="green" if e.get("exit_code") == 0 else "red",
+            )
+        )
     elif kind == "check":
         r = e.get("result", {})
         style = "bold green" if r.get("status") == "correct" else "bold red"
@@ -187,8 +201,12 @@ def _render_one(e: dict[str, Any], console: Any, clip: Any) -> None:
     elif kind == "final":
         style = "bold green" if e.get("correct") else "bold red"
         console.rule(f"[{style}]{escape(str(e.get('status')))}[/]: {escape(str(e.get('message', '')))}")
-        console.print(Text(f"steps {e.get('steps')}, cost ${e.get('cost_usd', 0):.4f}, tokens {e.get('usage')}, "
-                      f"wall {e.get('wall_s', 0):.1f}s"))
+        console.print(
+            Text(
+                f"steps {e.get('steps')}, cost ${e.get('cost_usd', 0):.4f}, tokens {e.get('usage')}, "
+                f"wall {e.get('wall_s', 0):.1f}s"
+            )
+        )
 
 
 def view(path: str | Path, html: str | Path | None = None, full: bool = False) -> None:

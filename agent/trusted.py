@@ -48,8 +48,9 @@ def lease(gpus: Gpus | None, n: int, visible: bool = False) -> Iterator[list[int
                     os.environ[k] = v
 
 
-def machine_pool(world_size: int, gpus: list[int] | None = None, where: str = "--device cuda",
-                 on_cpu: str = "--device cpu") -> GpuPool:
+def machine_pool(
+    world_size: int, gpus: list[int] | None = None, where: str = "--device cuda", on_cpu: str = "--device cpu"
+) -> GpuPool:
     """This machine's GPU pool (only `gpus` of it, when given), which must hold world_size GPUs;
     else a ConfigError naming the option (`where`) and how to run without GPUs (`on_cpu`)."""
     from configs import ConfigError
@@ -62,8 +63,9 @@ def machine_pool(world_size: int, gpus: list[int] | None = None, where: str = "-
             raise ConfigError(f"gpus: {gpus}: this machine has GPUs {pool.gpus or 'none'}{why}")
         pool = GpuPool(pool.links, gpus)
     if len(pool.gpus) < world_size:
-        raise ConfigError(f"{where}: this machine has {len(pool.gpus)} GPUs{why} and the run needs {world_size}; "
-                          f"without GPUs use {on_cpu}")
+        raise ConfigError(
+            f"{where}: this machine has {len(pool.gpus)} GPUs{why} and the run needs {world_size}; without GPUs use {on_cpu}"
+        )
     return pool
 
 
@@ -75,8 +77,22 @@ def check_kernel(cfg: SolveConfig, candidate: str | Path, gpus: Gpus | None = No
 
     cuda = cfg.device == "cuda"
     c = cfg.check
-    args = dict(world_size=cfg.world_size, device=cfg.device, trials=c.trials, perf=c.perf and cuda, size=cfg.size,
-                timeout=c.timeout_s, hardware=cfg.hardware, repeats=c.repeats, time_budget_s=c.time_budget_s,
-                ci_width=c.ci_width, confine=c.confine, pass_env=tuple(c.pass_env)) | args
+    args = (
+        dict(
+            world_size=cfg.world_size,
+            device=cfg.device,
+            trials=c.trials,
+            perf=c.perf and cuda,
+            size=cfg.size,
+            timeout=c.timeout_s,
+            hardware=cfg.hardware,
+            repeats=c.repeats,
+            time_budget_s=c.time_budget_s,
+            ci_width=c.ci_width,
+            confine=c.confine,
+            pass_env=tuple(c.pass_env),
+        )
+        | args
+    )
     with lease(gpus if cuda else None, cfg.world_size, visible=True):
         return check(str(candidate), cfg.problem, **args)

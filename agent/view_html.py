@@ -62,8 +62,13 @@ HEREDOC = re.compile(r"^(?P<head>[^\n]*<<-?\s*['\"]?(?P<tag>\w+)['\"]?[^\n]*\n)(
 
 def _command(cmd: str) -> Markup:
     m = HEREDOC.match(cmd)
-    lang = {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".cpp": "cpp", ".h": "cpp"}.get(
-        next(iter(re.findall(r"\S+(\.\w+)\b", m.group("head"))), ""), "") if m else ""
+    lang = (
+        {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".cpp": "cpp", ".h": "cpp"}.get(
+            next(iter(re.findall(r"\S+(\.\w+)\b", m.group("head"))), ""), ""
+        )
+        if m
+        else ""
+    )
     if not lang:
         return _code(cmd, "bash")
     spans = _spans(m.group("head"), "bash") + _spans(m.group("body"), lang) + _spans(m.group("tail"), "bash")
@@ -91,8 +96,10 @@ def _block(e: dict[str, Any], check_line) -> dict[str, Any] | None:
     if kind == "response":
         r = e["reply"]
         u = r.get("usage", {})
-        head = (f"step {e.get('step', '?')} · model · {t} · in {u.get('input_tokens', 0)} + cached {u.get('cached_tokens', 0)},"
-                f" out {u.get('output_tokens', 0)} tokens · ${r.get('cost_usd', 0):.4f} (total ${e.get('total_cost_usd', 0):.4f})")
+        head = (
+            f"step {e.get('step', '?')} · model · {t} · in {u.get('input_tokens', 0)} + cached {u.get('cached_tokens', 0)},"
+            f" out {u.get('output_tokens', 0)} tokens · ${r.get('cost_usd', 0):.4f} (total ${e.get('total_cost_usd', 0):.4f})"
+        )
         body = Markup('<div class="text">{}</div>').format(Markup(_MD.render(r.get("text") or "*(no text)*")))
         return dict(cls="model", head=head, body=body, fold=None)
     if kind == "action":
@@ -103,19 +110,29 @@ def _block(e: dict[str, Any], check_line) -> dict[str, Any] | None:
     if kind == "observation":
         out = e.get("output", "")
         status = f"exit {e.get('exit_code')}" + (" (timed out)" if e.get("timed_out") else "")
-        return dict(cls="ok" if e.get("exit_code") == 0 else "bad", head=f"output · {status} · {float(e.get('duration_s', 0)):.1f} s",
-                    body=_pre(out), fold=_fold(out) and f"the output, {_fold(out)}")
+        return dict(
+            cls="ok" if e.get("exit_code") == 0 else "bad",
+            head=f"output · {status} · {float(e.get('duration_s', 0)):.1f} s",
+            body=_pre(out),
+            fold=_fold(out) and f"the output, {_fold(out)}",
+        )
     if kind == "check":
         r = e.get("result", {})
-        return dict(cls="ok" if r.get("status") == "correct" else "bad", head=f"check ({e.get('source', '?')}) · {t}",
-                    body=_pre(check_line(r), wrap=True), fold=None)
+        return dict(
+            cls="ok" if r.get("status") == "correct" else "bad",
+            head=f"check ({e.get('source', '?')}) · {t}",
+            body=_pre(check_line(r), wrap=True),
+            fold=None,
+        )
     if kind in ("format_error", "retry", "warning"):
         return dict(cls="note", head=f"{kind} · {t}", body=_pre(e.get("message", ""), wrap=True), fold=None)
     if kind == "final":
         u = e.get("usage") or {}
-        text = (f"{e.get('status')}: {e.get('message', '')}\nsteps {e.get('steps')}, cost ${e.get('cost_usd', 0):.4f}, tokens "
-                f"{u.get('input_tokens', 0)} in + {u.get('cached_tokens', 0)} cached + {u.get('cache_write_tokens', 0)} cache-write, "
-                f"{u.get('output_tokens', 0)} out, wall {float(e.get('wall_s', 0)):.1f} s")
+        text = (
+            f"{e.get('status')}: {e.get('message', '')}\nsteps {e.get('steps')}, cost ${e.get('cost_usd', 0):.4f}, tokens "
+            f"{u.get('input_tokens', 0)} in + {u.get('cached_tokens', 0)} cached + {u.get('cache_write_tokens', 0)} cache-write, "
+            f"{u.get('output_tokens', 0)} out, wall {float(e.get('wall_s', 0)):.1f} s"
+        )
         return dict(cls="final", head="correct" if e.get("correct") else "not correct", body=_pre(text, wrap=True), fold=None)
     return None
 
@@ -136,9 +153,18 @@ def render_html(events: list[dict[str, Any]], check_line, full: bool = False, li
             b = _block(e, check_line)
         except (KeyError, TypeError, AttributeError, ValueError) as err:  # named, not fatal, as in the terminal
             where = f"line {lines[i]}: " if lines else ""
-            b = dict(cls="bad", head="damaged event", fold=None, body=_pre(
-                f"{where}damaged {e.get('event')!r} event, not shown ({type(err).__name__}: {err})", wrap=True))
+            b = dict(
+                cls="bad",
+                head="damaged event",
+                fold=None,
+                body=_pre(f"{where}damaged {e.get('event')!r} event, not shown ({type(err).__name__}: {err})", wrap=True),
+            )
         if b is not None:
             blocks.append(b)
-    return PAGE.render(title=title, meta=", ".join(meta).replace("world_size", "world size"), blocks=blocks, full=full,
-                       css=Markup(CSS + HtmlFormatter(style="default").get_style_defs(".highlight")))
+    return PAGE.render(
+        title=title,
+        meta=", ".join(meta).replace("world_size", "world size"),
+        blocks=blocks,
+        full=full,
+        css=Markup(CSS + HtmlFormatter(style="default").get_style_defs(".highlight")),
+    )

@@ -27,8 +27,15 @@ from eval.cli import candidate_source  # noqa: E402
 from eval.problem import load_problem  # noqa: E402
 
 COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]
-KERNELS = {"all_reduce_one_shot": "all_reduce", "all_reduce_two_shot": "all_reduce", "all_gather": "all_gather",
-           "reduce_scatter": "reduce_scatter", "all_to_all": "all_to_all", "ag_gemm": "ag_gemm", "gemm_rs": "gemm_rs"}
+KERNELS = {
+    "all_reduce_one_shot": "all_reduce",
+    "all_reduce_two_shot": "all_reduce",
+    "all_gather": "all_gather",
+    "reduce_scatter": "reduce_scatter",
+    "all_to_all": "all_to_all",
+    "ag_gemm": "ag_gemm",
+    "gemm_rs": "gemm_rs",
+}
 
 
 def candidates(with_kernels: bool, tmp: Path) -> list[tuple[str, Path, str]]:
@@ -66,38 +73,73 @@ def main() -> None:
             runs = []
             for _ in range(args.runs):
                 t0 = time.perf_counter()
-                r = check(path, pid, world_size=args.world_size, device=args.device, trials=5, perf=True, size=size,
-                          timeout=300, time_budget_s=args.time_budget)
+                r = check(
+                    path,
+                    pid,
+                    world_size=args.world_size,
+                    device=args.device,
+                    trials=5,
+                    perf=True,
+                    size=size,
+                    timeout=300,
+                    time_budget_s=args.time_budget,
+                )
                 wall = time.perf_counter() - t0
                 if r.status != "correct":
                     print(f"{label} size {size}: {r.status}: {r.message}", flush=True)
                     break
                 p = r.perf
-                runs.append(dict(speedup=p.speedup, ci=list(p.speedup_ci), pairs=p.pairs, wall_s=wall,
-                                 ref_ms=p.reference.median_ms, cand_ms=p.candidate.median_ms, calls=p.reference.calls_per_batch,
-                                 ref_host_bound=p.reference.host_bound, cand_host_bound=p.candidate.host_bound,
-                                 phases=r.phases.model_dump()))
+                runs.append(
+                    dict(
+                        speedup=p.speedup,
+                        ci=list(p.speedup_ci),
+                        pairs=p.pairs,
+                        wall_s=wall,
+                        ref_ms=p.reference.median_ms,
+                        cand_ms=p.candidate.median_ms,
+                        calls=p.reference.calls_per_batch,
+                        ref_host_bound=p.reference.host_bound,
+                        cand_host_bound=p.candidate.host_bound,
+                        phases=r.phases.model_dump(),
+                    )
+                )
             if len(runs) < args.runs:
                 continue
             s = [x["speedup"] for x in runs]
             covered = all(lo <= o <= hi for x in runs for lo, hi in [x["ci"]] for o in s)
-            row = dict(candidate=label, problem=pid, size=size, runs=runs, spread_pct=(max(s) / min(s) - 1) * 100,
-                       max_dev_pct=max(abs(v / (sum(s) / len(s)) - 1) for v in s) * 100, intervals_hold_others=covered)
+            row = dict(
+                candidate=label,
+                problem=pid,
+                size=size,
+                runs=runs,
+                spread_pct=(max(s) / min(s) - 1) * 100,
+                max_dev_pct=max(abs(v / (sum(s) / len(s)) - 1) for v in s) * 100,
+                intervals_hold_others=covered,
+            )
             rows.append(row)
-            print(f"{label:32s} size {size:<6g} speedups {' '.join(f'{v:.3f}' for v in s)}  spread {row['spread_pct']:.1f}%  "
-                  f"max dev {row['max_dev_pct']:.1f}%  intervals hold the others: {covered}  "
-                  f"ref {runs[0]['ref_ms'] * 1e3:.1f} us  wall {walls(runs)} s", flush=True)
+            print(
+                f"{label:32s} size {size:<6g} speedups {' '.join(f'{v:.3f}' for v in s)}  spread {row['spread_pct']:.1f}%  "
+                f"max dev {row['max_dev_pct']:.1f}%  intervals hold the others: {covered}  "
+                f"ref {runs[0]['ref_ms'] * 1e3:.1f} us  wall {walls(runs)} s",
+                flush=True,
+            )
     if args.out:
-        args.out.with_suffix(".json").write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "argv": sys.argv[1:], "rows": rows}, indent=1))
-        lines = ["| candidate | size | speedups (3 runs) | 95 % intervals | spread | max dev from mean | intervals hold the others | ref per call | host-bound | wall per check |",
-                 "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        args.out.with_suffix(".json").write_text(
+            json.dumps({"date": time.strftime("%Y-%m-%d"), "argv": sys.argv[1:], "rows": rows}, indent=1)
+        )
+        lines = [
+            "| candidate | size | speedups (3 runs) | 95 % intervals | spread | max dev from mean | intervals hold the others | ref per call | host-bound | wall per check |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
         for row in rows:
             rs = row["runs"]
             speedups = " / ".join(f"{x['speedup']:.3f}" for x in rs)
             intervals = " ".join(f"[{x['ci'][0]:.3f}, {x['ci'][1]:.3f}]" for x in rs)
-            lines.append(f"| {row['candidate']} | {row['size']:g} | {speedups} | {intervals} | {row['spread_pct']:.1f} % | "
-                         f"{row['max_dev_pct']:.1f} % | {'yes' if row['intervals_hold_others'] else 'no'} | {rs[0]['ref_ms'] * 1e3:.1f} us | "
-                         f"{'yes' if rs[0]['ref_host_bound'] else 'no'} | {walls(rs)} s |")
+            lines.append(
+                f"| {row['candidate']} | {row['size']:g} | {speedups} | {intervals} | {row['spread_pct']:.1f} % | "
+                f"{row['max_dev_pct']:.1f} % | {'yes' if row['intervals_hold_others'] else 'no'} | {rs[0]['ref_ms'] * 1e3:.1f} us | "
+                f"{'yes' if rs[0]['ref_host_bound'] else 'no'} | {walls(rs)} s |"
+            )
         args.out.write_text("\n".join(lines) + "\n")
 
 

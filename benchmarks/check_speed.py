@@ -33,8 +33,9 @@ from eval.problem import load_problem  # noqa: E402
 def _plain_loop(rank: int, world: int, problem_id: str, port: int, size: float, q) -> None:
     """Copies of the inputs, 20 warm-up calls, then repetitions of 50 calls between two events."""
     torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            device_id=torch.device("cuda", rank))
+    dist.init_process_group(
+        "nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, device_id=torch.device("cuda", rank)
+    )
     p = load_problem(problem_id)
     copies = [p.make_inputs(rank, world, 7 + i, "cuda", size) for i in range(4)]
     for i in range(20):
@@ -99,13 +100,26 @@ def main() -> None:
             "checker_vs_plain_pct": (r1.perf.reference.median_ms - plain) / plain * 100,
         }
         rows.append(row)
-        print(f"{pid:15s} wall {w1:5.1f}/{w2:5.1f} s  (start-up {r1.phases.startup_s:.1f}, correctness {r1.phases.correctness_s:.1f}, "
-              f"timing {r1.phases.timing_s:.1f})  speedups {r1.perf.speedup:.3f}/{r2.perf.speedup:.3f} "
-              f"(spread {row['speedup_spread_pct']:.1f}%)  reference: checker {r1.perf.reference.median_ms * 1e3:.1f} us, "
-              f"plain loop {plain * 1e3:.1f} us ({row['checker_vs_plain_pct']:+.1f}%)", flush=True)
+        print(
+            f"{pid:15s} wall {w1:5.1f}/{w2:5.1f} s  (start-up {r1.phases.startup_s:.1f}, correctness {r1.phases.correctness_s:.1f}, "
+            f"timing {r1.phases.timing_s:.1f})  speedups {r1.perf.speedup:.3f}/{r2.perf.speedup:.3f} "
+            f"(spread {row['speedup_spread_pct']:.1f}%)  reference: checker {r1.perf.reference.median_ms * 1e3:.1f} us, "
+            f"plain loop {plain * 1e3:.1f} us ({row['checker_vs_plain_pct']:+.1f}%)",
+            flush=True,
+        )
     if args.out:
-        args.out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(0),
-                                        "world_size": args.world_size, "size": args.size, "rows": rows}, indent=1))
+        args.out.write_text(
+            json.dumps(
+                {
+                    "date": time.strftime("%Y-%m-%d"),
+                    "gpu": torch.cuda.get_device_name(0),
+                    "world_size": args.world_size,
+                    "size": args.size,
+                    "rows": rows,
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

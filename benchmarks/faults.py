@@ -40,8 +40,20 @@ def run_suite() -> tuple[list[tuple[str, str, str]], float]:
     with tempfile.TemporaryDirectory() as d:
         xml = Path(d) / "faults.xml"
         t0 = time.monotonic()
-        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(ROOT / "tests" / "test_faults.py"),
-                        f"--junitxml={xml}"], cwd=ROOT, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                str(ROOT / "tests" / "test_faults.py"),
+                f"--junitxml={xml}",
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+        )
         wall = time.monotonic() - t0
         rows = []
         for case in ET.parse(xml).getroot().iter("testcase"):
@@ -68,9 +80,24 @@ def kill_latency(isolation: str, repeats: int = 5) -> list[float]:
     for _ in range(repeats):
         marker = f"700.{uuid.uuid4().int % 10**6}"
         with tempfile.TemporaryDirectory() as w:
-            proc = subprocess.Popen([sys.executable, "-m", "pkagent", "sandbox", "run", "--isolation", isolation,
-                                     "--workdir", w, "--", ESCAPES.format(m=marker)], cwd=ROOT,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "pkagent",
+                    "sandbox",
+                    "run",
+                    "--isolation",
+                    isolation,
+                    "--workdir",
+                    w,
+                    "--",
+                    ESCAPES.format(m=marker),
+                ],
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             deadline = time.monotonic() + 60
             while len(live(marker, "sleep")) < 4 and time.monotonic() < deadline:
                 time.sleep(0.02)
@@ -143,8 +170,10 @@ def main() -> None:
         "| isolation | SIGKILL of `pkagent sandbox run` -> every process of its command gone (5 runs, s) "
         "| one `true` command, median of 30 (ms) | a plain `bash -c true`, interleaved (ms) |",
         "|---|---|---|---|",
-        *[f"| {m} | {', '.join(f'{x:.3f}' for x in latency[m])} | {cost[m][0] * 1e3:.0f} | {cost[m][1] * 1e3:.0f} |"
-          for m in modes],
+        *[
+            f"| {m} | {', '.join(f'{x:.3f}' for x in latency[m])} | {cost[m][0] * 1e3:.0f} | {cost[m][1] * 1e3:.0f} |"
+            for m in modes
+        ],
         "",
         "The command was `" + __import__("test_faults").ESCAPES.format(m="MARKER") + "`.",
         "",
@@ -153,7 +182,7 @@ def main() -> None:
         "- `pkagent check`'s own rank processes and temporary folder under signals, and its argument",
         "  checks, are the checker's (tests/test_check*.py, docs/checker.md).",
         "- The docker backend needs an engine: its case (a SIGKILLed owner's container, removed at the",
-        "  next open) skips without one; `eval \"$(bash scripts/container-engine.sh start)\"` provides it.",
+        '  next open) skips without one; `eval "$(bash scripts/container-engine.sh start)"` provides it.',
         "- A full disk under `pkagent run` and `pkagent search`: their files go through the same",
         "  helpers (configs/files.py) as those of `solve` and `report`, which are counted.",
         "",

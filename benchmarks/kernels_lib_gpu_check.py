@@ -70,7 +70,12 @@ def _check_build(report: dict) -> None:
         cold = kl.compile_cubin(src, name="small")
         warm = kl.compile_cubin(src, name="small")
         del os.environ["PKAGENT_KERNEL_CACHE"]
-    report["build"] = {"cold_s": round(cold.seconds, 3), "cached": warm.cached, "warm_s": round(warm.seconds, 4), "ok": cold.seconds < 3 and warm.cached}
+    report["build"] = {
+        "cold_s": round(cold.seconds, 3),
+        "cached": warm.cached,
+        "warm_s": round(warm.seconds, 4),
+        "ok": cold.seconds < 3 and warm.cached,
+    }
 
 
 def _trap_child() -> None:  # one GPU, one rank: wait on a flag nobody stores
@@ -95,7 +100,12 @@ def _check_trap(report: dict) -> None:
     except subprocess.TimeoutExpired as e:
         out, code = f"HUNG: {e}", None
     dt = time.time() - t0
-    ok = code not in (0, None) and "pk: wait timed out: impossible flag" in out and "expected >= 12345" in out and "NOT TRAPPED" not in out
+    ok = (
+        code not in (0, None)
+        and "pk: wait timed out: impossible flag" in out
+        and "expected >= 12345" in out
+        and "NOT TRAPPED" not in out
+    )
     report["trap"] = {"ok": ok, "seconds": round(dt, 2), "exit_code": code, "output": out[-1500:]}
 
 
@@ -138,10 +148,14 @@ def _rank_main(rank: int, w: int, port: int, out_path: str) -> None:
         res["prims"]["error"] = f"{type(ex).__name__}: {ex}"[:500]
 
     cases = [
-        ("all_reduce", "all_reduce_one_shot", {}), ("all_reduce", "all_reduce_two_shot", {}),
-        ("all_gather", "all_gather", {}), ("all_gather", "all_gather", {"mechanism": "tma"}),
-        ("reduce_scatter", "reduce_scatter", {}), ("all_to_all", "all_to_all", {}),
-        ("ag_gemm", "ag_gemm", {}), ("gemm_rs", "gemm_rs", {}),
+        ("all_reduce", "all_reduce_one_shot", {}),
+        ("all_reduce", "all_reduce_two_shot", {}),
+        ("all_gather", "all_gather", {}),
+        ("all_gather", "all_gather", {"mechanism": "tma"}),
+        ("reduce_scatter", "reduce_scatter", {}),
+        ("all_to_all", "all_to_all", {}),
+        ("ag_gemm", "ag_gemm", {}),
+        ("gemm_rs", "gemm_rs", {}),
     ]
     import importlib
 
@@ -161,7 +175,15 @@ def _rank_main(rank: int, w: int, port: int, out_path: str) -> None:
                     err = (got.float() - want.float()).abs().max().item() if got.shape == want.shape else float("inf")
                     flag = torch.tensor([0.0 if ok else 1.0, err], device="cuda", dtype=torch.float64)
                     dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-                    trials.append({"size": size, "seed": seed, "numel": int(inputs[0].numel()), "ok": flag[0].item() == 0, "max_err": flag[1].item()})
+                    trials.append(
+                        {
+                            "size": size,
+                            "seed": seed,
+                            "numel": int(inputs[0].numel()),
+                            "ok": flag[0].item() == 0,
+                            "max_err": flag[1].item(),
+                        }
+                    )
             res["examples"][label] = {"ok": all(t["ok"] for t in trials), "trials": trials}
         except Exception as ex:
             res["examples"][label] = {"ok": False, "error": f"{type(ex).__name__}: {ex}"[:800], "trials": trials}
@@ -199,8 +221,12 @@ def main() -> None:
     part = os.path.join(a.out, "gpu_check_ranks.json")
     mp.spawn(_rank_main, args=(a.world_size, port, part), nprocs=a.world_size, join=True)
     report.update(json.load(open(part)))
-    report["ok"] = bool(report["build"]["ok"] and report["trap"]["ok"] and all(v is True for v in report["prims"].values())
-                        and all(v["ok"] for v in report["examples"].values()))
+    report["ok"] = bool(
+        report["build"]["ok"]
+        and report["trap"]["ok"]
+        and all(v is True for v in report["prims"].values())
+        and all(v["ok"] for v in report["examples"].values())
+    )
     json.dump(report, open(os.path.join(a.out, "gpu_check.json"), "w"), indent=1)
     print("prims", report["prims"])
     print("examples", {k: v["ok"] for k, v in report["examples"].items()})

@@ -34,23 +34,45 @@ def main() -> None:
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp())
     rows = []
-    probs = [p for p in all_problems(args.category) if args.world_size in p.meta.world_sizes and (not args.problems or p.id in args.problems)]
+    probs = [
+        p
+        for p in all_problems(args.category)
+        if args.world_size in p.meta.world_sizes and (not args.problems or p.id in args.problems)
+    ]
     for i, p in enumerate(probs):
         cand = tmp / f"{p.id}.py"
         cand.write_text(candidate_source(p))
-        r = check(cand, p.id, world_size=args.world_size, device=args.device, trials=args.trials, perf=True,
-                  size=args.size, timeout=args.timeout, hardware=args.hardware, batches=10)
+        r = check(
+            cand,
+            p.id,
+            world_size=args.world_size,
+            device=args.device,
+            trials=args.trials,
+            perf=True,
+            size=args.size,
+            timeout=args.timeout,
+            hardware=args.hardware,
+            batches=10,
+        )
         row = {"id": p.id, "category": p.meta.category, "status": r.status, "wall_s": round(r.phases.total_s, 1)}
         if r.perf:
-            row.update(reference_ms=r.perf.reference.median_ms, spread_ms=[r.perf.reference.min_ms, r.perf.reference.max_ms],
-                       speedup=r.perf.speedup, roofline_ms=r.perf.roofline_ms, fraction=r.perf.reference_roofline_fraction,
-                       bound=max(r.perf.roofline_terms_ms, key=r.perf.roofline_terms_ms.get) if r.perf.roofline_terms_ms else None)
+            row.update(
+                reference_ms=r.perf.reference.median_ms,
+                spread_ms=[r.perf.reference.min_ms, r.perf.reference.max_ms],
+                speedup=r.perf.speedup,
+                roofline_ms=r.perf.roofline_ms,
+                fraction=r.perf.reference_roofline_fraction,
+                bound=max(r.perf.roofline_terms_ms, key=r.perf.roofline_terms_ms.get) if r.perf.roofline_terms_ms else None,
+            )
         else:
             row["message"] = r.message[:300]
         rows.append(row)
         frac = f"{row['fraction']:.0%}" if row.get("fraction") is not None else "-"
-        print(f"[{i + 1}/{len(probs)}] {p.id:28s} {r.status:10s} ref {row.get('reference_ms', float('nan')):9.3f} ms  "
-              f"roofline {frac:>5s}  self-speedup {row.get('speedup', float('nan')):.3f}  ({row['wall_s']} s)", flush=True)
+        print(
+            f"[{i + 1}/{len(probs)}] {p.id:28s} {r.status:10s} ref {row.get('reference_ms', float('nan')):9.3f} ms  "
+            f"roofline {frac:>5s}  self-speedup {row.get('speedup', float('nan')):.3f}  ({row['wall_s']} s)",
+            flush=True,
+        )
     if args.out:
         import torch
 
@@ -71,11 +93,14 @@ def main() -> None:
             "| --- | --- | --- | ---: | ---: | --- | ---: | ---: |",
         ]
         for r in rows:
-            def f(key, fmt):
+
+            def f(key, fmt, r=r):
                 return format(r[key], fmt) if r.get(key) is not None else "-"
 
-            lines.append(f"| {r['id']} | {r['category']} | {r['status']} | {f('reference_ms', '.3f')} | {f('roofline_ms', '.3f')} | "
-                         f"{r.get('bound') or '-'} | {f('fraction', '.1%')} | {f('speedup', '.3f')} |")
+            lines.append(
+                f"| {r['id']} | {r['category']} | {r['status']} | {f('reference_ms', '.3f')} | {f('roofline_ms', '.3f')} | "
+                f"{r.get('bound') or '-'} | {f('fraction', '.1%')} | {f('speedup', '.3f')} |"
+            )
         fr = sorted(r["fraction"] for r in rows if r.get("fraction") is not None)
         if fr:
             below = sum(1 for f in fr if f < 0.5)

@@ -51,8 +51,15 @@ def bench(gpus: int, world_size: int, samples: int, concurrency: int, latency: f
         return SolveResult(problem=s.problem, model=s.model, mode=s.mode, status="completed", correct=True)
 
     with tempfile.TemporaryDirectory() as tmp:
-        tasks = [Task(solve=SolveConfig(problem=f"p{k % 40}", model="fake:m", mode="zero-shot"), sample=k,
-                      dir=f"{tmp}/p{k % 40}/sample_{k}", tmp=f"{tmp}/p{k % 40}/.sample_{k}.tmp") for k in range(samples)]
+        tasks = [
+            Task(
+                solve=SolveConfig(problem=f"p{k % 40}", model="fake:m", mode="zero-shot"),
+                sample=k,
+                dir=f"{tmp}/p{k % 40}/sample_{k}",
+                tmp=f"{tmp}/p{k % 40}/.sample_{k}.tmp",
+            )
+            for k in range(samples)
+        ]
         for t in tasks:
             Path(t.dir).parent.mkdir(parents=True, exist_ok=True)
         start = time.monotonic()
@@ -78,8 +85,15 @@ def bench(gpus: int, world_size: int, samples: int, concurrency: int, latency: f
         t += step * 10  # every 10 ms is plenty for these durations
     groups = gpus // world_size
     return {
-        "gpus": gpus, "world_size": world_size, "groups": groups, "samples": samples, "concurrency": concurrency,
-        "latency_s": latency, "check_s": check_s, "wall_s": wall, "utilisation": busy / (gpus * wall),
+        "gpus": gpus,
+        "world_size": world_size,
+        "groups": groups,
+        "samples": samples,
+        "concurrency": concurrency,
+        "latency_s": latency,
+        "check_s": check_s,
+        "wall_s": wall,
+        "utilisation": busy / (gpus * wall),
         "overlap": overlapped / total if total else 0.0,
         "floor_s": samples * check_s * world_size / gpus,
         "serial_s": samples / groups * (latency + check_s),
@@ -87,7 +101,9 @@ def bench(gpus: int, world_size: int, samples: int, concurrency: int, latency: f
 
 
 SETTINGS = [  # (gpus, world_size, concurrency): 4 and 8 GPU groups on 8 GPUs, and too few samples in flight
-    (8, 2, 32), (8, 1, 64), (8, 2, 4),
+    (8, 2, 32),
+    (8, 1, 64),
+    (8, 2, 4),
 ]
 
 
@@ -102,12 +118,17 @@ def main() -> None:
     a = ap.parse_args()
     settings = [(a.gpus, a.world_size, a.concurrency)] if a.gpus else SETTINGS
     print(f"{a.samples} samples, model latency {a.latency} s (x0.5..1.5), check {a.check} s\n")
-    print("| GPUs | world size | groups | in flight | wall s | GPU-bound floor s | call-then-check s | GPU utilisation | GPU time with model calls in flight |")
+    print(
+        "| GPUs | world size | groups | in flight | wall s | GPU-bound floor s | call-then-check s | GPU utilisation | GPU time with model calls in flight |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for gpus, ws, conc in settings:
         r = bench(gpus, ws, a.samples, conc, a.latency, a.check)
-        print(f"| {gpus} | {ws} | {r['groups']} | {conc} | {r['wall_s']:.2f} | {r['floor_s']:.2f} | {r['serial_s']:.2f} | "
-              f"{r['utilisation']:.1%} | {r['overlap']:.1%} |", flush=True)
+        print(
+            f"| {gpus} | {ws} | {r['groups']} | {conc} | {r['wall_s']:.2f} | {r['floor_s']:.2f} | {r['serial_s']:.2f} | "
+            f"{r['utilisation']:.1%} | {r['overlap']:.1%} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

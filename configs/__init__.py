@@ -64,7 +64,8 @@ class ModelsConfig(Strict):
 class SandboxConfig(Strict):
     backend: Literal["local", "docker"] = "local"
     isolation: Literal["auto", "none", "bwrap"] = Field(
-        default="auto", description="local backend: auto is bwrap where bubblewrap runs, else none with a warning")
+        default="auto", description="local backend: auto is bwrap where bubblewrap runs, else none with a warning"
+    )
     image: str = "pkagent-sandbox:latest"
     command_timeout_s: float = Field(default=600, gt=0)
     output_limit_chars: int = Field(default=20000, ge=200)
@@ -94,9 +95,15 @@ class CheckConfig(Strict):
     timeout_s: float = Field(default=300, gt=0)
     perf: bool = True
     repeats: int = Field(default=16, ge=1, description="calls per trial on identical inputs; outputs that differ are a race")
-    time_budget_s: float | None = Field(default=None, gt=0, description="seconds of timed pairs at most (None: 6 on cuda, 2 on cpu)")
-    ci_width: float = Field(default=0.02, gt=0, description="stop timing once the speedup's 95 % interval is this narrow (relative)")
-    confine: Literal["auto", "bwrap", "none"] = Field(default="auto", description="the candidate's processes: bubblewrap where it works")
+    time_budget_s: float | None = Field(
+        default=None, gt=0, description="seconds of timed pairs at most (None: 6 on cuda, 2 on cpu)"
+    )
+    ci_width: float = Field(
+        default=0.02, gt=0, description="stop timing once the speedup's 95 % interval is this narrow (relative)"
+    )
+    confine: Literal["auto", "bwrap", "none"] = Field(
+        default="auto", description="the candidate's processes: bubblewrap where it works"
+    )
     pass_env: list[str] = Field(default_factory=list, description="environment variables the candidate may see")
 
 
@@ -106,9 +113,13 @@ class PkbConfig(Strict):
 
     backend: str = Field(default="cuda", pattern=r"^[A-Za-z0-9]+$", description="in file names: {stem}_{backend}.py")
     precision: str = Field(default="bf16", pattern=r"^[A-Za-z0-9]+$")
-    prompt_file: str | None = Field(default=None, description=(
-        "zero-shot prompt from this file, read at run time: a prompts.toml in that benchmark's layout, or a Jinja2 "
-        "template; default: our own prompt"))
+    prompt_file: str | None = Field(
+        default=None,
+        description=(
+            "zero-shot prompt from this file, read at run time: a prompts.toml in that benchmark's layout, or a Jinja2 "
+            "template; default: our own prompt"
+        ),
+    )
     prompt_option: str = Field(default="generate_kernel", description="prompts.toml: the [options.X] whose components are used")
     prompt_hardware: str | None = Field(default=None, description="prompts.toml: the [hardware_profiles.X] shown (default none)")
 
@@ -130,16 +141,21 @@ class SampleSettings(Strict):
     def sample_settings(self) -> dict[str, Any]:
         """These settings as fields of a sample's config (agent.solve.SolveConfig), copied."""
         return {k: getattr(self, k) for k in SampleSettings.model_fields} | {
-            k: getattr(self, k).model_copy(deep=True) for k in ("agent", "sandbox", "check", "pkb")}
+            k: getattr(self, k).model_copy(deep=True) for k in ("agent", "sandbox", "check", "pkb")
+        }
 
 
 class ExperimentConfig(SampleSettings):
     """A pass@k experiment (experiments/experiment.py): every problem x model x mode x sample."""
 
     name: str
-    problems: list[str] = Field(default_factory=lambda: ["all"], description=(
-        "problem ids, categories, `all`, `pkb:PATH` (every problem of a ParallelKernelBench checkout), `pkb:PATH::ID`, "
-        "`pkb:PATH::1,4,9` or `pkb:PATH::1-8`"))
+    problems: list[str] = Field(
+        default_factory=lambda: ["all"],
+        description=(
+            "problem ids, categories, `all`, `pkb:PATH` (every problem of a ParallelKernelBench checkout), `pkb:PATH::ID`, "
+            "`pkb:PATH::1,4,9` or `pkb:PATH::1-8`"
+        ),
+    )
     models: list[str] = Field(min_length=1, description="PROVIDER:MODEL specs, or folder:PATH for existing generations")
     modes: list[Literal["zero-shot", "agent"]] = Field(default_factory=lambda: ["zero-shot"])
     samples: int = Field(default=1, ge=1, description="samples per problem, model and mode (the n of pass@k)")
@@ -164,7 +180,7 @@ def _expected(err: dict[str, Any]) -> str:
     msg = err["msg"]
     for prefix in ("Input should be ", "Value should be ", "Input should have "):
         if msg.startswith(prefix):
-            msg = "expected " + msg[len(prefix):]
+            msg = "expected " + msg[len(prefix) :]
             break
     if "input" in err and kind not in ("model_type", "dict_type"):
         msg += f" (got {err['input']!r})"

@@ -27,7 +27,7 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
         try:
             view = memoryview(raw)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -82,7 +82,7 @@ class LineLog:
         try:
             view = memoryview(raw)
             while view:
-                view = view[os.write(self._fd, view):]
+                view = view[os.write(self._fd, view) :]
         except OSError as e:
             try:
                 os.ftruncate(self._fd, start)  # take back the part of the line that got in

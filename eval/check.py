@@ -61,7 +61,10 @@ def _raw_nccl(sources: dict[str, str]) -> dict[str, int]:
     C++): counted in the candidate's sources, since such calls never reach a process group."""
     found: dict[str, int] = {}
     for text in sources.values():
-        for m in re.finditer(r"\bnccl(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|Send|Recv|AllToAll|GroupStart)\b|cupy\.cuda\.nccl|libnccl", text):
+        for m in re.finditer(
+            r"\bnccl(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|Send|Recv|AllToAll|GroupStart)\b|cupy\.cuda\.nccl|libnccl",
+            text,
+        ):
             key = "nccl (in source): " + m.group(0)
             found[key] = found.get(key, 0) + 1
     return found
@@ -70,8 +73,15 @@ def _raw_nccl(sources: dict[str, str]) -> dict[str, int]:
 def _timing(calls: int, ms: list[float], host: float, device: str) -> Timing:
     s = sorted(ms)
     gpu = device == "cuda"  # on CPU every call is the host's work: the notion does not apply
-    return Timing(median_ms=s[len(s) // 2], min_ms=s[0], max_ms=s[-1], batches=len(s), calls_per_batch=calls,
-                  host_fraction=host if gpu else None, host_bound=host > 0.9 if gpu else None)
+    return Timing(
+        median_ms=s[len(s) // 2],
+        min_ms=s[0],
+        max_ms=s[-1],
+        batches=len(s),
+        calls_per_batch=calls,
+        host_fraction=host if gpu else None,
+        host_bound=host > 0.9 if gpu else None,
+    )
 
 
 def _perf(problem, timed: dict, world_size: int, size: float, device: str, hardware: str) -> tuple[Perf, str | None]:
@@ -80,8 +90,15 @@ def _perf(problem, timed: dict, world_size: int, size: float, device: str, hardw
     ref = _timing(timed["calls"], timed["ref_ms"], timed["ref_host"], device)
     cand = _timing(timed["calls"], timed["cand_ms"], timed["cand_host"], device)
     lo, hi = timed["ci"]
-    perf = Perf(reference=ref, candidate=cand, speedup=timed["speedup"], speedup_ci=(lo, hi), pairs=timed["pairs"],
-                verified_calls=timed["verified"], timing_s=timed["seconds"])
+    perf = Perf(
+        reference=ref,
+        candidate=cand,
+        speedup=timed["speedup"],
+        speedup_ci=(lo, hi),
+        pairs=timed["pairs"],
+        verified_calls=timed["verified"],
+        timing_s=timed["seconds"],
+    )
     impossible = None
     if problem.roofline is not None and device == "cuda":
         import configs
@@ -96,8 +113,10 @@ def _perf(problem, timed: dict, world_size: int, size: float, device: str, hardw
         perf.candidate_roofline_fraction = perf.roofline_ms / cand.median_ms
         floor_ms = roof.seconds(hw.link_peak_gbs, hw.hbm_peak_gbs, hw.bf16_peak_tflops)["bound"] * 1e3
         if cand.median_ms < 0.9 * floor_ms:
-            impossible = (f"the candidate measured {cand.median_ms * 1e3:.1f} us per call, under the {floor_ms * 1e3:.1f} us that "
-                          f"{hw.name}'s peak bandwidth and FLOPs allow for this problem: outputs it did not compute, or a clock it fooled")
+            impossible = (
+                f"the candidate measured {cand.median_ms * 1e3:.1f} us per call, under the {floor_ms * 1e3:.1f} us that "
+                f"{hw.name}'s peak bandwidth and FLOPs allow for this problem: outputs it did not compute, or a clock it fooled"
+            )
     return perf, impossible
 
 
@@ -109,8 +128,9 @@ class Ranks:
     """The processes of one check: a judge per rank (ours: progress lines on a pipe each) and
     the candidate's runners (confined; each talks only to its judge, over a socket)."""
 
-    def __init__(self, world_size: int, tmp: Path, run: Path, mode: str, extra_env: tuple[str, ...], build: Path,
-                 readable: list[Path]) -> None:
+    def __init__(
+        self, world_size: int, tmp: Path, run: Path, mode: str, extra_env: tuple[str, ...], build: Path, readable: list[Path]
+    ) -> None:
         self.world_size, self.tmp, self.run = world_size, tmp, run
         self.tag = uuid.uuid4().hex
         self.judges: list[subprocess.Popen] = []
@@ -121,8 +141,12 @@ class Ranks:
         self.sel = selectors.DefaultSelector()
         pairs = [socket.socketpair() for _ in range(world_size)]
         env = candidate_env(run / "home", run / "tmp", extra_env)
-        env.update(PKAGENT_CHECK_TAG=self.tag, WORLD_SIZE=str(world_size),
-                   TORCH_EXTENSIONS_DIR=str(build / "torch_extensions"), PKAGENT_CACHE=str(build))
+        env.update(
+            PKAGENT_CHECK_TAG=self.tag,
+            WORLD_SIZE=str(world_size),
+            TORCH_EXTENSIONS_DIR=str(build / "torch_extensions"),
+            PKAGENT_CACHE=str(build),
+        )
         runner_fds = [b.fileno() for _, b in pairs]
         logs = run / "logs"
         # One launcher starts every rank: inside bubblewrap (so the ranks share its namespaces),
@@ -131,11 +155,18 @@ class Ranks:
         launcher_env = {**env, "PKAGENT_RUNNER_FDS": ",".join(map(str, runner_fds))}
         if mode != "bwrap":
             launcher_env["PKAGENT_PARENT_PID"] = str(os.getpid())
-        self.runners.append(subprocess.Popen(
-            [*prefix, sys.executable, "-m", "eval.launch", str(run / "spec.json")],
-            env=launcher_env, pass_fds=runner_fds, cwd=str(run / "cand"),
-            stdout=open(logs / "launcher.log", "wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True))
+        self.runners.append(
+            subprocess.Popen(
+                [*prefix, sys.executable, "-m", "eval.launch", str(run / "spec.json")],
+                env=launcher_env,
+                pass_fds=runner_fds,
+                cwd=str(run / "cand"),
+                stdout=open(logs / "launcher.log", "wb"),
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        )
         judge_env = {**candidate_env(tmp / "judge", tmp / "judge", extra_env), "PKAGENT_PARENT_PID": str(os.getpid())}
         if "PKAGENT_PIN" in os.environ:
             judge_env["PKAGENT_PIN"] = os.environ["PKAGENT_PIN"]
@@ -144,11 +175,18 @@ class Ranks:
             r, w = os.pipe()
             log = open(tmp / f"judge{rank}.log", "wb")
             self.logs.append(log)
-            self.judges.append(subprocess.Popen(
-                [sys.executable, "-m", "eval.judge", str(tmp / "judge.json"), str(rank)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(tmp / "judge"),
-                env={**judge_env, "PKAGENT_CHECK_FD": str(w), "PKAGENT_JUDGE_FD": str(mine.fileno())},
-                pass_fds=(w, mine.fileno()), start_new_session=True))
+            self.judges.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "eval.judge", str(tmp / "judge.json"), str(rank)],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    cwd=str(tmp / "judge"),
+                    env={**judge_env, "PKAGENT_CHECK_FD": str(w), "PKAGENT_JUDGE_FD": str(mine.fileno())},
+                    pass_fds=(w, mine.fileno()),
+                    start_new_session=True,
+                )
+            )
             os.close(w)
             mine.close()
             self.readers[r], self.buffers[r] = rank, b""
@@ -197,7 +235,11 @@ class Ranks:
                         message += f" ({how})" if how else ""
                     self.failure = (ev["status"], f"rank {rank}: {message}", rank)
                 elif name == "trial" and not ev.get("ok") and self.failure is None:
-                    self.failure = ("cheating_detected" if ev.get("cheating") else "incorrect", f"rank {rank}: {ev['message']}", rank)
+                    self.failure = (
+                        "cheating_detected" if ev.get("cheating") else "incorrect",
+                        f"rank {rank}: {ev['message']}",
+                        rank,
+                    )
                 elif name == "done":
                     self.done.add(rank)
 
@@ -210,16 +252,24 @@ class Ranks:
                 if self.failure is None and p.poll() is not None and rank not in self.done:
                     self.pump(0.2)  # what it wrote before it ended
                     if self.failure is None and rank not in self.done:
-                        self.failure = ("runtime_error", f"the checker's rank {rank} process ended ({_ended(p.returncode)}); "
-                                        "this is a bug in the checker or the machine, not the candidate", rank)
+                        self.failure = (
+                            "runtime_error",
+                            f"the checker's rank {rank} process ended ({_ended(p.returncode)}); "
+                            "this is a bug in the checker or the machine, not the candidate",
+                            rank,
+                        )
             now = time.monotonic()
             late = [r for r in range(self.world_size) if r not in self.done and now - self.last_progress[r] > timeout]
             if late and self.failure is None:
                 ahead = max(len(evs) for evs in self.events.values())
                 self.stuck = [r for r in late if len(self.events[r]) < ahead] or late
                 where = self.events[self.stuck[0]][-1]["event"] if self.events[self.stuck[0]] else "start-up"
-                self.failure = ("timeout", f"ranks {self.stuck} made no progress for {timeout:g} s (last step: {where}); "
-                                "a deadlock (mismatched collectives, a wait that is never signalled) or a hang", None)
+                self.failure = (
+                    "timeout",
+                    f"ranks {self.stuck} made no progress for {timeout:g} s (last step: {where}); "
+                    "a deadlock (mismatched collectives, a wait that is never signalled) or a hang",
+                    None,
+                )
 
     def close(self) -> None:
         """Kill the candidate's processes (their process group or sandbox, then any process that
@@ -277,9 +327,18 @@ def _fold(ranks: Ranks, base: dict, tmp: Path, perf: bool, t_start: float) -> Ch
     for r in range(world_size):
         bad = next((e for e in events[r] if e.get("event") in ("trial", "error") and not e.get("ok")), None)
         if bad:
-            details.append(RankDetail(rank=r, ok=False, trial=bad.get("trial"), message=bad.get("message", ""),
-                                      max_abs_err=bad.get("max_abs_err"), max_rel_err=bad.get("max_rel_err"),
-                                      first_mismatch=bad.get("first_mismatch"), output_path=bad.get("output_path", "")))
+            details.append(
+                RankDetail(
+                    rank=r,
+                    ok=False,
+                    trial=bad.get("trial"),
+                    message=bad.get("message", ""),
+                    max_abs_err=bad.get("max_abs_err"),
+                    max_rel_err=bad.get("max_rel_err"),
+                    first_mismatch=bad.get("first_mismatch"),
+                    output_path=bad.get("output_path", ""),
+                )
+            )
         else:  # done, or stopped because another rank failed first
             details.append(RankDetail(rank=r, ok=r in ranks.done or (failure is not None and failure[2] not in (None, r))))
     log_tail = ""
@@ -299,7 +358,13 @@ def _fold(ranks: Ranks, base: dict, tmp: Path, perf: bool, t_start: float) -> Ch
     else:
         status, message = "correct", f"all {world_size} ranks match the reference on {base['trials']} trials"
     return CheckResult(
-        status=status, **base, message=message, ranks=details, stuck_ranks=ranks.stuck, phases=phases, log_tail=log_tail[-6000:],
+        status=status,
+        **base,
+        message=message,
+        ranks=details,
+        stuck_ranks=ranks.stuck,
+        phases=phases,
+        log_tail=log_tail[-6000:],
         trials_passed=min(sum(1 for e in events[r] if e.get("event") == "trial" and e.get("ok")) for r in range(world_size)),
         collectives=next((e["counts"] for e in events[0] if e.get("event") == "collectives"), {}),
     )
@@ -347,8 +412,14 @@ def check(
         raise UsageError(f"candidate {candidate}: no such file")
     if device not in ("cuda", "cpu"):
         raise UsageError(f"--device {device!r}: expected cuda or cpu")
-    for name, value in (("--size", size), ("--timeout", timeout), ("batch_s", batch_s), ("warmup_s", warmup_s),
-                        ("--ci-width", ci_width), ("--time-budget", time_budget_s)):
+    for name, value in (
+        ("--size", size),
+        ("--timeout", timeout),
+        ("batch_s", batch_s),
+        ("warmup_s", warmup_s),
+        ("--ci-width", ci_width),
+        ("--time-budget", time_budget_s),
+    ):
         if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
             raise UsageError(f"{name} must be a positive finite number, not {value!r}")
     if min(trials, world_size, batches, repeats, max_pairs) < 1:
@@ -372,7 +443,9 @@ def check(
         import torch
 
         if torch.cuda.device_count() < world_size:
-            raise UsageError(f"--world-size {world_size} needs {world_size} GPUs; {torch.cuda.device_count()} visible (use --device cpu for gloo)")
+            raise UsageError(
+                f"--world-size {world_size} needs {world_size} GPUs; {torch.cuda.device_count()} visible (use --device cpu for gloo)"
+            )
 
     base = dict(problem=prob.id, candidate=str(path), world_size=world_size, device=device, trials=trials, confinement=mode)
     sources = _sources(path)
@@ -382,9 +455,14 @@ def check(
         hits = {k: v for k, v in hits.items() if v}
         if hits:
             where = "; ".join(f"{k}: {', '.join(v)}" for k, v in hits.items())
-            return CheckResult(status="refused", **base, message=(
-                f"refused, nothing was run: NVLink multicast is disabled here ({', '.join(off)}) and the candidate mentions it ({where}). "
-                "Use peer loads/stores or TMA instead of multimem/multicast."))
+            return CheckResult(
+                status="refused",
+                **base,
+                message=(
+                    f"refused, nothing was run: NVLink multicast is disabled here ({', '.join(off)}) and the candidate mentions it ({where}). "
+                    "Use peer loads/stores or TMA instead of multimem/multicast."
+                ),
+            )
     try:
         compile(sources[path.name], str(path), "exec")
     except SyntaxError as e:
@@ -411,14 +489,43 @@ def check(
 
         # The judges' rendezvous lives here, on a port the kernel picked; the runners meet in a FileStore.
         store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-        (run / "spec.json").write_text(json.dumps(dict(
-            problem=ref, candidate=str(run / "cand" / path.name), world_size=world_size, device=device, size=size,
-            store=str(run / "store"), timeout=timeout)))
-        (tmp / "judge.json").write_text(json.dumps(dict(
-            problem=ref, world_size=world_size, device=device, trials=trials, perf=perf, size=size, seed=seed, port=store.port,
-            secret=secrets.randbits(62), repeats=repeats, batch_s=batch_s, warmup_s=warmup_s, max_warmup_s=2.0 if device == "cuda" else 1.0,
-            min_pairs=batches, max_pairs=max(batches, max_pairs), ci_width=ci_width, time_budget_s=time_budget_s)))
-        suite_root = [Path(ref[len("pkb:"):].rpartition("::")[0])] if ref.startswith("pkb:") else []
+        (run / "spec.json").write_text(
+            json.dumps(
+                dict(
+                    problem=ref,
+                    candidate=str(run / "cand" / path.name),
+                    world_size=world_size,
+                    device=device,
+                    size=size,
+                    store=str(run / "store"),
+                    timeout=timeout,
+                )
+            )
+        )
+        (tmp / "judge.json").write_text(
+            json.dumps(
+                dict(
+                    problem=ref,
+                    world_size=world_size,
+                    device=device,
+                    trials=trials,
+                    perf=perf,
+                    size=size,
+                    seed=seed,
+                    port=store.port,
+                    secret=secrets.randbits(62),
+                    repeats=repeats,
+                    batch_s=batch_s,
+                    warmup_s=warmup_s,
+                    max_warmup_s=2.0 if device == "cuda" else 1.0,
+                    min_pairs=batches,
+                    max_pairs=max(batches, max_pairs),
+                    ci_width=ci_width,
+                    time_budget_s=time_budget_s,
+                )
+            )
+        )
+        suite_root = [Path(ref[len("pkb:") :].rpartition("::")[0])] if ref.startswith("pkb:") else []
         ranks = Ranks(world_size, tmp, run, mode, tuple(pass_env), build, suite_root)
         ranks.follow(timeout)
         ranks.close()

@@ -23,8 +23,10 @@ def _fmt_ms(ms: float) -> str:
 
 def report_lines(r) -> list[str]:
     """The human-readable summary of a CheckResult, as the agent and users read it."""
-    lines = [f"status: {r.status}  ({r.problem}, world size {r.world_size}, {r.device}, {r.trials_passed}/{r.trials} trials passed)",
-             f"  {r.message}"]
+    lines = [
+        f"status: {r.status}  ({r.problem}, world size {r.world_size}, {r.device}, {r.trials_passed}/{r.trials} trials passed)",
+        f"  {r.message}",
+    ]
     for d in r.ranks:
         if not d.ok and d.message and d.message not in r.message:
             extra = f" max abs err {d.max_abs_err:.3g}, max rel err {d.max_rel_err:.3g}" if d.max_abs_err is not None else ""
@@ -32,30 +34,40 @@ def report_lines(r) -> list[str]:
     if r.stuck_ranks:
         lines.append(f"  stuck ranks: {r.stuck_ranks}")
     if r.collectives:
-        lines.append("  torch.distributed calls by the candidate: " + ", ".join(f"{k} x{v}" for k, v in sorted(r.collectives.items())))
+        lines.append(
+            "  torch.distributed calls by the candidate: " + ", ".join(f"{k} x{v}" for k, v in sorted(r.collectives.items()))
+        )
     if r.perf:
         p = r.perf
         for name, t in (("reference", p.reference), ("candidate", p.candidate)):
             frac = getattr(p, f"{name}_roofline_fraction")
             roof = f", {frac:.0%} of roofline" if frac is not None else ""
-            lines.append(f"  {name:9s} {_fmt_ms(t.median_ms)} median per call (range {_fmt_ms(t.min_ms)} - {_fmt_ms(t.max_ms)} over "
-                         f"{t.batches} batches of {t.calls_per_batch} calls, max over ranks){roof}")
+            lines.append(
+                f"  {name:9s} {_fmt_ms(t.median_ms)} median per call (range {_fmt_ms(t.min_ms)} - {_fmt_ms(t.max_ms)} over "
+                f"{t.batches} batches of {t.calls_per_batch} calls, max over ranks){roof}"
+            )
         if p.speedup_ci:
             lo, hi = p.speedup_ci
-            lines.append(f"  speedup {p.speedup:.3f}x (95 % interval {lo:.3f} - {hi:.3f} over {p.pairs} interleaved pairs; "
-                         f"{p.verified_calls} timed calls' outputs checked)")
+            lines.append(
+                f"  speedup {p.speedup:.3f}x (95 % interval {lo:.3f} - {hi:.3f} over {p.pairs} interleaved pairs; "
+                f"{p.verified_calls} timed calls' outputs checked)"
+            )
             if lo <= 1 <= hi:
                 lines.append("  the interval contains 1.0: too close to call a winner (more pairs: --time-budget)")
         else:
             lines.append(f"  speedup {p.speedup:.3f}x")
         for name, t in (("reference", p.reference), ("candidate", p.candidate)):
             if t.host_bound:
-                lines.append(f"  {name}: host-bound ({t.host_fraction:.0%} of each batch spent issuing calls; the GPU mostly waited)")
+                lines.append(
+                    f"  {name}: host-bound ({t.host_fraction:.0%} of each batch spent issuing calls; the GPU mostly waited)"
+                )
         if p.roofline_ms is not None:
             terms = ", ".join(f"{k} {_fmt_ms(v)}" for k, v in p.roofline_terms_ms.items())
             lines.append(f"  roofline {_fmt_ms(p.roofline_ms)} on {p.hardware} ({terms})")
     ph = r.phases
-    lines.append(f"  wall {ph.total_s:.1f} s (start-up {ph.startup_s:.1f} s, correctness {ph.correctness_s:.1f} s, timing {ph.timing_s:.1f} s)")
+    lines.append(
+        f"  wall {ph.total_s:.1f} s (start-up {ph.startup_s:.1f} s, correctness {ph.correctness_s:.1f} s, timing {ph.timing_s:.1f} s)"
+    )
     if r.log_tail and r.status != "correct":
         lines.append("  --- end of the failing rank's output ---")
         lines.extend("  " + ln for ln in r.log_tail.strip().splitlines()[-25:])
@@ -75,8 +87,12 @@ def check(
     suite: Optional[str] = typer.Option(None, "--suite", help="pkagent (default) or pkb:PATH (a ParallelKernelBench checkout)."),
     seed: int = typer.Option(0, "--seed", help="Base seed of the trials' inputs."),
     repeats: int = typer.Option(16, "--repeats", help="Calls per trial on identical inputs; outputs that differ are a race."),
-    time_budget: Optional[float] = typer.Option(None, "--time-budget", help="Seconds of timed pairs at most (default 6 on cuda, 2 on cpu)."),
-    ci_width: float = typer.Option(0.02, "--ci-width", help="Stop timing once the speedup's 95 % interval is this narrow (relative)."),
+    time_budget: Optional[float] = typer.Option(
+        None, "--time-budget", help="Seconds of timed pairs at most (default 6 on cuda, 2 on cpu)."
+    ),
+    ci_width: float = typer.Option(
+        0.02, "--ci-width", help="Stop timing once the speedup's 95 % interval is this narrow (relative)."
+    ),
     confine: str = typer.Option("auto", "--confine", help="auto (bubblewrap where it works), bwrap or none."),
     pass_env: list[str] = typer.Option([], "--pass-env", help="An environment variable the candidate may see (repeatable)."),
     as_json: bool = typer.Option(False, "--json", help="Print only the JSON result."),
@@ -84,9 +100,24 @@ def check(
     """Check a candidate: correctness over several trials, optionally speed; last line is JSON."""
     from eval.check import check as run_check
 
-    result = run_check(candidate, problem, world_size=world_size, device=device, trials=trials, perf=perf,
-                       size=size, timeout=timeout, hardware=hardware, suite=suite, seed=seed, repeats=repeats,
-                       time_budget_s=time_budget, ci_width=ci_width, confine=confine, pass_env=tuple(pass_env))
+    result = run_check(
+        candidate,
+        problem,
+        world_size=world_size,
+        device=device,
+        trials=trials,
+        perf=perf,
+        size=size,
+        timeout=timeout,
+        hardware=hardware,
+        suite=suite,
+        seed=seed,
+        repeats=repeats,
+        time_budget_s=time_budget,
+        ci_width=ci_width,
+        confine=confine,
+        pass_env=tuple(pass_env),
+    )
     if not as_json:
         typer.echo("\n".join(report_lines(result)))
     typer.echo(result.model_dump_json())
@@ -99,7 +130,7 @@ def _rows(category: Optional[str], suite: Optional[str]):
 
     try:
         if suite and suite.startswith(PKB_PREFIX):
-            root = Path(suite[len(PKB_PREFIX):])
+            root = Path(suite[len(PKB_PREFIX) :])
             probs = [load_pkb(root, pid) for pid in pkb_ids(root)]
         else:
             probs = all_problems()
@@ -127,12 +158,18 @@ def list_problems(
         out = []
         for p in rows:
             roof = p.roofline(p.meta.world_sizes[0]) if p.roofline else None
-            out.append({
-                "id": p.id, "name": p.meta.name, "category": p.meta.category,
-                "source": {"repo": p.meta.source_repo, "file": p.meta.source_file, "function": p.meta.source_function},
-                "world_sizes": list(p.meta.world_sizes), "dtype": p.meta.dtype, "peer_memory": p.meta.peer_memory,
-                "roofline": None if roof is None else {"world_size": p.meta.world_sizes[0], **vars(roof)},
-            })
+            out.append(
+                {
+                    "id": p.id,
+                    "name": p.meta.name,
+                    "category": p.meta.category,
+                    "source": {"repo": p.meta.source_repo, "file": p.meta.source_file, "function": p.meta.source_function},
+                    "world_sizes": list(p.meta.world_sizes),
+                    "dtype": p.meta.dtype,
+                    "peer_memory": p.meta.peer_memory,
+                    "roofline": None if roof is None else {"world_size": p.meta.world_sizes[0], **vars(roof)},
+                }
+            )
         typer.echo(json.dumps(out, indent=1))
         return
     from rich.console import Console
@@ -142,7 +179,13 @@ def list_problems(
     for col in ("id", "name", "category", "source", "world sizes"):
         t.add_column(col)
     for p in rows:
-        t.add_row(p.id, p.meta.name, p.meta.category, f"{p.meta.source_repo}: {p.meta.source_file}", ",".join(map(str, p.meta.world_sizes)))
+        t.add_row(
+            p.id,
+            p.meta.name,
+            p.meta.category,
+            f"{p.meta.source_repo}: {p.meta.source_file}",
+            ",".join(map(str, p.meta.world_sizes)),
+        )
     Console(width=200).print(t)
 
 
@@ -165,21 +208,29 @@ def candidate_source(problem) -> str:
             if inspect.isfunction(space[k]) and space[k].__module__ == problem.module.__name__:
                 text += inspect.getsource(space[k])
     imports = sorted(
-        f"import {v.__name__}" + (f" as {k}" if v.__name__ != k else "") for k, v in space.items() if k in used and isinstance(v, ModuleType)
+        f"import {v.__name__}" + (f" as {k}" if v.__name__ != k else "")
+        for k, v in space.items()
+        if k in used and isinstance(v, ModuleType)
     )
     names = [k for k in space if k in used and not isinstance(space[k], ModuleType)]
     helpers = f"from {problem.module.__name__} import {', '.join(names)}\n" if names else ""
     return (
         f'"""Candidate for {problem.id}: the reference itself (correct, speedup about 1).\n\n'
         f'Replace the body of solution() with a faster implementation; keep its signature.\n"""\n\n'
-        + "\n".join(imports) + "\n\n" + helpers + "\n\n" + body
+        + "\n".join(imports)
+        + "\n\n"
+        + helpers
+        + "\n\n"
+        + body
     )
 
 
 @problems.command("show")
 def show(
     problem_id: str = typer.Argument(..., metavar="ID"),
-    as_candidate: bool = typer.Option(False, "--as-candidate", help="Print a valid candidate file that calls the reference's code."),
+    as_candidate: bool = typer.Option(
+        False, "--as-candidate", help="Print a valid candidate file that calls the reference's code."
+    ),
     world_size: int = typer.Option(2, "--world-size", "-w", help="World size for the input shapes."),
     size: float = typer.Option(1.0, "--size", help="Scale of the default sizes."),
 ) -> None:
@@ -209,7 +260,8 @@ def show(
         typer.echo(f"  [{i}] " + (f"tensor {tuple(x.shape)} {x.dtype}" if isinstance(x, torch.Tensor) else type(x).__name__))
     if p.roofline:
         r = p.roofline(world_size, size)
-        typer.echo(f"roofline per rank: {r.link_bytes / 1e6:.1f} MB over links, {r.hbm_bytes / 1e6:.1f} MB HBM, {r.flops / 1e9:.2f} GFLOP")
+        typer.echo(
+            f"roofline per rank: {r.link_bytes / 1e6:.1f} MB over links, {r.hbm_bytes / 1e6:.1f} MB HBM, {r.flops / 1e9:.2f} GFLOP"
+        )
     typer.echo("\nreference source:\n")
     typer.echo(inspect.getsource(p.module))
-

@@ -38,8 +38,12 @@ def candidate_env(home: Path, tmp: Path, extra: tuple[str, ...] = ()) -> dict[st
             env[name] = os.environ[name]
     env.update({k: os.environ[k] for k in extra if k in os.environ})
     env.update(
-        PATH=os.pathsep.join(path_dirs()), HOME=str(home), TMPDIR=str(tmp), PYTHONUNBUFFERED="1",
-        PYTHONPATH=str(ROOT), OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"),
+        PATH=os.pathsep.join(path_dirs()),
+        HOME=str(home),
+        TMPDIR=str(tmp),
+        PYTHONUNBUFFERED="1",
+        PYTHONPATH=str(ROOT),
+        OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"),
     )
     if disabled_by():
         env.update(MULTICAST_OFF_ENV)
@@ -96,8 +100,9 @@ def bwrap_works() -> str:
     """'' where bubblewrap can build the sandbox here, else why not."""
     if not shutil.which("bwrap"):
         return "bubblewrap is not installed (apt-get install bubblewrap)"
-    probe = subprocess.run(["bwrap", "--die-with-parent", "--unshare-all", "--ro-bind", "/", "/", "true"],
-                           capture_output=True, text=True, timeout=30)
+    probe = subprocess.run(
+        ["bwrap", "--die-with-parent", "--unshare-all", "--ro-bind", "/", "/", "true"], capture_output=True, text=True, timeout=30
+    )
     return "" if probe.returncode == 0 else f"bubblewrap cannot create a sandbox here: {probe.stderr.strip()[:300]}"
 
 

@@ -67,6 +67,7 @@ def undumpable() -> None:
 def local_cpus(rank: int) -> list[int] | None:
     """The CPUs near GPU `rank` (its PCI device's local_cpulist), shared out among the ranks
     whose GPUs are near the same CPUs; None where the topology cannot be read."""
+
     def near(i: int) -> list[int] | None:
         props = torch.cuda.get_device_properties(i)
         bus = f"{getattr(props, 'pci_domain_id', 0):04x}:{getattr(props, 'pci_bus_id', -1):02x}:{getattr(props, 'pci_device_id', 0):02x}.0"
@@ -86,7 +87,7 @@ def local_cpus(rank: int) -> list[int] | None:
     sharing = [i for i in range(torch.cuda.device_count()) if near(i) == mine]
     share = len(mine) // len(sharing)
     pos = sharing.index(rank)
-    return mine[pos * share:(pos + 1) * share] if share >= 2 else mine
+    return mine[pos * share : (pos + 1) * share] if share >= 2 else mine
 
 
 def bootstrap_ci(ratios: list[float], seed: int, resamples: int = 2000, level: float = 0.95) -> tuple[float, float, float]:
@@ -118,8 +119,13 @@ class Judge:
             self.device = torch.device("cpu")
             self.cpus = None
         store = dist.TCPStore("127.0.0.1", spec["port"], is_master=False, timeout=timedelta(seconds=60))
-        dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo", store=store, rank=rank, world_size=self.world,
-                                **({"device_id": self.device} if self.device.type == "cuda" else {}))
+        dist.init_process_group(
+            "nccl" if self.device.type == "cuda" else "gloo",
+            store=store,
+            rank=rank,
+            world_size=self.world,
+            **({"device_id": self.device} if self.device.type == "cuda" else {}),
+        )
         from eval.suites import load
 
         self.problem = load(spec["problem"])
@@ -163,7 +169,9 @@ class Judge:
             status = status if status in ("compile_error", "import_error", "runtime_error") else "runtime_error"
             self.fail(status, str(head.get("message"))[:2000], tail=str(head.get("tail", ""))[-4000:])
         if op != expect:
-            self.fail("cheating_detected", f"the candidate's process answered {str(op)[:50]!r} where the protocol expects {expect!r}")
+            self.fail(
+                "cheating_detected", f"the candidate's process answered {str(op)[:50]!r} where the protocol expects {expect!r}"
+            )
         return head, tensors
 
     def tree(self, head: dict, key: str, tensors: list[torch.Tensor]) -> Any:
@@ -201,15 +209,25 @@ class Judge:
         self.chan.send("ready", cpus=self.cpus)
         counts: dict[str, int] = {}
         for t, seed in enumerate(seeds):
-            head, tensors = self.ask({"op": "call", "seed": seed, "repeats": spec["repeats"], "cpus": self.cpus,
-                                      "send_inputs": self.mutating}, "result", self.budget)
+            head, tensors = self.ask(
+                {"op": "call", "seed": seed, "repeats": spec["repeats"], "cpus": self.cpus, "send_inputs": self.mutating},
+                "result",
+                self.budget,
+            )
             want_out, want_in, digest = refs[t]
             self.same_inputs(head.get("digest"), digest, f"trial {t}")
             self.check(self.tree(head, "out", tensors), want_out, f"trial {t}")
             if self.mutating:  # the reference changes its inputs: the candidate's must change alike
-                self.check(self.tree(head, "inputs", tensors), cmp.tensors(want_in), f"trial {t}: the candidate changed its inputs", "inputs")
+                self.check(
+                    self.tree(head, "inputs", tensors),
+                    cmp.tensors(want_in),
+                    f"trial {t}: the candidate changed its inputs",
+                    "inputs",
+                )
             elif head.get("digest_after") != digest:  # they must be exactly as they were
-                self.same_inputs(head.get("digest_after"), digest, f"trial {t}", "the candidate changed its inputs (the reference does not)")
+                self.same_inputs(
+                    head.get("digest_after"), digest, f"trial {t}", "the candidate changed its inputs (the reference does not)"
+                )
             if head.get("differs"):
                 self.fail("incorrect", f"trial {t}: nondeterministic output (a race?): {str(head['differs'])[:1500]}")
             for k, v in (head.get("counts") or {}).items():
@@ -223,14 +241,24 @@ class Judge:
 
     def same_inputs(self, got: Any, want: list, where: str, why: str = "") -> None:
         def close(g: Any, w: list) -> bool:
-            return isinstance(g, list) and len(g) == 2 and all(
-                isinstance(a, (int, float)) and abs(float(a) - b) <= 1e-9 * max(1.0, abs(b)) for a, b in zip(g, w))
+            return (
+                isinstance(g, list)
+                and len(g) == 2
+                and all(isinstance(a, (int, float)) and abs(float(a) - b) <= 1e-9 * max(1.0, abs(b)) for a, b in zip(g, w))
+            )
 
         bad = [i for i, w in enumerate(want) if not (isinstance(got, list) and i < len(got) and close(got[i], w))]
         if bad or not isinstance(got, list) or len(got) != len(want):
-            self.fail("incorrect", f"{where}: " + (f"{why}: input tensor {bad[0] if bad else 0} differs" if why else
-                      "the inputs the candidate's process built from the seed differ from the judge's "
-                      "(its code changed torch's random number generation or the problem's input maker)"))
+            self.fail(
+                "incorrect",
+                f"{where}: "
+                + (
+                    f"{why}: input tensor {bad[0] if bad else 0} differs"
+                    if why
+                    else "the inputs the candidate's process built from the seed differ from the judge's "
+                    "(its code changed torch's random number generation or the problem's input maker)"
+                ),
+            )
 
     def stale_check(self, seed: int) -> None:
         inputs = self.inputs(seed)
@@ -245,12 +273,17 @@ class Judge:
         value = x.view(-1)[pos].item()
         want = self.problem.reference(*cmp.clone(inputs))
         sync(self.device)
-        head, tensors = self.ask({"op": "call", "reuse": True, "repeats": 1, "tweak": [[leaf, pos, value]]}, "result", self.budget)
+        head, tensors = self.ask(
+            {"op": "call", "reuse": True, "repeats": 1, "tweak": [[leaf, pos, value]]}, "result", self.budget
+        )
         got = self.tree(head, "out", tensors)
         d = cmp.compare(got, want, self.tol, self.strict)
         if d:
-            self.fail("cheating_detected", "stale result after one input element changed in place (a result cached by "
-                      f"address or by sampled values): {d['message']}")
+            self.fail(
+                "cheating_detected",
+                "stale result after one input element changed in place (a result cached by "
+                f"address or by sampled values): {d['message']}",
+            )
 
     # --- timing -------------------------------------------------------------------------------
     def batch_plan(self) -> tuple[list[int], list[tuple[float, float]]]:
@@ -286,8 +319,11 @@ class Judge:
         wall = time.perf_counter() - t0
         loop_s, enq_s = float(head.get("loop_s", 0)), float(head.get("enqueue_s", 0))
         if not (0 <= enq_s <= loop_s <= wall * 1.01 + 1e-3):
-            self.fail("cheating_detected", f"the candidate's process reported a timed loop of {loop_s * 1e3:.3f} ms where the "
-                      f"judge's clock saw {wall * 1e3:.3f} ms (a forged or tampered clock)")
+            self.fail(
+                "cheating_detected",
+                f"the candidate's process reported a timed loop of {loop_s * 1e3:.3f} ms where the "
+                f"judge's clock saw {wall * 1e3:.3f} ms (a forged or tampered clock)",
+            )
         return wall / calls, (enq_s / loop_s if loop_s > 0 else 0.0), (seeds, draws)
 
     def verify(self, calls: int, plan: tuple[list[int], list], batch: int) -> bool:
@@ -317,11 +353,17 @@ class Judge:
         where = f"timed batch {batch}" if batch >= 0 else "a warm-up batch"
         layout = (lambda ss: ss) if self.strict else (lambda ss: [s[0] for s in ss or []])  # dtype too where strict
         if layout(head.get("shapes")) != layout(cmp.shapes(want)):
-            self.fail("incorrect", f"{where}, call {j + 1} of {calls}: output shapes {str(head.get('shapes'))[:300]}, expected {cmp.shapes(want)}")
+            self.fail(
+                "incorrect",
+                f"{where}, call {j + 1} of {calls}: output shapes {str(head.get('shapes'))[:300]}, expected {cmp.shapes(want)}",
+            )
         d = cmp.compare(got, cmp.sample(want, draw), self.tol, self.strict)
         if d:
-            self.fail("incorrect", f"{where}, call {j + 1} of {calls} (drawn after the batch), at sampled positions: {d['message']} "
-                      "(wrong only when called back to back: a race, or work skipped while timed)")
+            self.fail(
+                "incorrect",
+                f"{where}, call {j + 1} of {calls} (drawn after the batch), at sampled positions: {d['message']} "
+                "(wrong only when called back to back: a race, or work skipped while timed)",
+            )
         return True
 
     def time(self) -> None:
@@ -348,7 +390,9 @@ class Judge:
             target = int(self.agree_max(float(max(1, min(max_calls, int(spec["batch_s"] / max(r, c, 1e-7))))))[0])
             steady = all(len(h) >= 3 and max(h[-3:]) <= 1.05 * min(h[-3:]) for h in hist.values())
             spent = time.perf_counter() - t_start
-            done = (abs(calls - target) <= 0.1 * target and steady and spent >= spec["warmup_s"]) or spent >= spec["warmup_s"] + spec["max_warmup_s"]
+            done = (abs(calls - target) <= 0.1 * target and steady and spent >= spec["warmup_s"]) or spent >= spec[
+                "warmup_s"
+            ] + spec["max_warmup_s"]
             if self.agree_max(float(done))[0]:
                 break
             if abs(calls - target) > 0.1 * target:
@@ -374,14 +418,28 @@ class Judge:
             if m >= spec["min_pairs"]:
                 est, lo, hi = bootstrap_ci([a / b for a, b in zip(ref_ms, cand_ms)], spec["secret"] % (1 << 31) + m)
                 width = (hi - lo) / est
-                stop = float(width <= spec["ci_width"] or m >= spec["max_pairs"] or time.perf_counter() - t_timed >= spec["time_budget_s"])
+                stop = float(
+                    width <= spec["ci_width"] or m >= spec["max_pairs"] or time.perf_counter() - t_timed >= spec["time_budget_s"]
+                )
             if self.agree_max(stop)[0]:
                 break
         est, lo, hi = bootstrap_ci([a / b for a, b in zip(ref_ms, cand_ms)], spec["secret"] % (1 << 31))
         med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
-        self.chan.send("timed", calls=calls, ref_ms=ref_ms, cand_ms=cand_ms, speedup=est, ci=[lo, hi], pairs=len(ref_ms),
-                       warmup_batches=n_warm, verified=verified, copies=self.copies,
-                       ref_host=med(ref_host), cand_host=med(cand_host), seconds=time.perf_counter() - t_start)
+        self.chan.send(
+            "timed",
+            calls=calls,
+            ref_ms=ref_ms,
+            cand_ms=cand_ms,
+            speedup=est,
+            ci=[lo, hi],
+            pairs=len(ref_ms),
+            warmup_batches=n_warm,
+            verified=verified,
+            copies=self.copies,
+            ref_host=med(ref_host),
+            cand_host=med(cand_host),
+            seconds=time.perf_counter() - t_start,
+        )
 
 
 def main(spec_path: str, rank: int) -> None:
@@ -408,8 +466,13 @@ if __name__ == "__main__":
     except BaseException as e:  # noqa: BLE001 - a failure of the judge itself: report, then die
         text = "".join(traceback.format_exception(type(e), e, e.__traceback__))
         try:
-            Channel(int(os.environ["PKAGENT_CHECK_FD"])).send("error", status="runtime_error", harness=True,
-                                                              message=f"the checker failed: {type(e).__name__}: {str(e)[:1500]}", tail=text[-4000:])
+            Channel(int(os.environ["PKAGENT_CHECK_FD"])).send(
+                "error",
+                status="runtime_error",
+                harness=True,
+                message=f"the checker failed: {type(e).__name__}: {str(e)[:1500]}",
+                tail=text[-4000:],
+            )
         finally:
             os._exit(3)
     sys.stdout.flush()

@@ -73,10 +73,18 @@ def main(spec_path: str) -> None:
     logs = os.path.join(os.path.dirname(spec_path), "logs")
     ranks = {}
     for rank, fd in enumerate(fds):
-        env = dict(os.environ, PKAGENT_RUNNER_FD=str(fd), RANK=str(rank), LOCAL_RANK=str(rank), PKAGENT_PARENT_PID=str(os.getpid()))
+        env = dict(
+            os.environ, PKAGENT_RUNNER_FD=str(fd), RANK=str(rank), LOCAL_RANK=str(rank), PKAGENT_PARENT_PID=str(os.getpid())
+        )
         with open(os.path.join(logs, f"rank{rank}.log"), "ab") as log:
-            p = subprocess.Popen([sys.executable, "-m", "eval.runner", spec_path, str(rank)], env=env, pass_fds=(fd,),
-                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            p = subprocess.Popen(
+                [sys.executable, "-m", "eval.runner", spec_path, str(rank)],
+                env=env,
+                pass_fds=(fd,),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
         ranks[p.pid] = rank
         os.close(fd)
     while ranks:

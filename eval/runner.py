@@ -35,13 +35,27 @@ from eval.launch import die_with_parent
 
 # ProcessGroup methods: what dist.* and group objects (group.WORLD.allreduce) all go through.
 PG_METHODS = {
-    "allreduce": "all_reduce", "allreduce_coalesced": "all_reduce", "allgather": "all_gather",
-    "_allgather_base": "all_gather_into_tensor", "allgather_into_tensor_coalesced": "all_gather_into_tensor",
-    "all_gather_single": "all_gather_into_tensor", "reduce_scatter": "reduce_scatter",
-    "_reduce_scatter_base": "reduce_scatter_tensor", "reduce_scatter_tensor_coalesced": "reduce_scatter_tensor",
-    "reduce_scatter_single": "reduce_scatter_tensor", "alltoall": "all_to_all", "alltoall_base": "all_to_all_single",
-    "all_to_all_single": "all_to_all_single", "broadcast": "broadcast", "reduce": "reduce", "gather": "gather",
-    "scatter": "scatter", "send": "send", "recv": "recv", "recv_anysource": "recv", "barrier": "barrier",
+    "allreduce": "all_reduce",
+    "allreduce_coalesced": "all_reduce",
+    "allgather": "all_gather",
+    "_allgather_base": "all_gather_into_tensor",
+    "allgather_into_tensor_coalesced": "all_gather_into_tensor",
+    "all_gather_single": "all_gather_into_tensor",
+    "reduce_scatter": "reduce_scatter",
+    "_reduce_scatter_base": "reduce_scatter_tensor",
+    "reduce_scatter_tensor_coalesced": "reduce_scatter_tensor",
+    "reduce_scatter_single": "reduce_scatter_tensor",
+    "alltoall": "all_to_all",
+    "alltoall_base": "all_to_all_single",
+    "all_to_all_single": "all_to_all_single",
+    "broadcast": "broadcast",
+    "reduce": "reduce",
+    "gather": "gather",
+    "scatter": "scatter",
+    "send": "send",
+    "recv": "recv",
+    "recv_anysource": "recv",
+    "barrier": "barrier",
 }
 
 
@@ -122,9 +136,14 @@ class Runner:
             self.device = torch.device("cpu")
         store = dist.FileStore(spec["store"], self.world)
         # No collective timeout of our own here: the parent's no-progress deadline decides (a deadlock is a `timeout`).
-        dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo", store=store, rank=rank,
-                                world_size=self.world, timeout=timedelta(seconds=max(1800, 10 * spec["timeout"])),
-                                **({"device_id": self.device} if self.device.type == "cuda" else {}))
+        dist.init_process_group(
+            "nccl" if self.device.type == "cuda" else "gloo",
+            store=store,
+            rank=rank,
+            world_size=self.world,
+            timeout=timedelta(seconds=max(1800, 10 * spec["timeout"])),
+            **({"device_id": self.device} if self.device.type == "cuda" else {}),
+        )
         from eval.suites import load
 
         self.problem = load(spec["problem"])
@@ -147,8 +166,14 @@ class Runner:
             sys.modules["candidate"] = module
             self.counter(spec.loader.exec_module, module)
         except BaseException as e:  # noqa: BLE001 - anything the candidate raises at import
-            self.send({"op": "error", "status": "compile_error" if build_error(e) else "import_error",
-                       "message": f"{type(e).__name__}: {str(e)[:2000]}", "tail": tail(e)})
+            self.send(
+                {
+                    "op": "error",
+                    "status": "compile_error" if build_error(e) else "import_error",
+                    "message": f"{type(e).__name__}: {str(e)[:2000]}",
+                    "tail": tail(e),
+                }
+            )
             return False
         self.solution = getattr(module, "solution", None)
         if not callable(self.solution):
@@ -191,8 +216,18 @@ class Runner:
         tensors: list[torch.Tensor] = []
         out = wire.flatten(first, tensors)
         after_tree = wire.flatten(cmp.tensors(after), tensors) if head.get("send_inputs") else None
-        self.send({"op": "result", "out": out, "inputs": after_tree, "digest": digest, "digest_after": [cmp.digest(t) for t in cmp.tensors(after)],
-                   "differs": differs, "counts": counts}, tensors)
+        self.send(
+            {
+                "op": "result",
+                "out": out,
+                "inputs": after_tree,
+                "digest": digest,
+                "digest_after": [cmp.digest(t) for t in cmp.tensors(after)],
+                "differs": differs,
+                "counts": counts,
+            },
+            tensors,
+        )
 
     def prepare(self, head: dict) -> None:
         self.copies = [self.inputs(s) for s in head["seeds"]]
@@ -241,8 +276,14 @@ class Runner:
         self.send({"op": "output", "out": tree, "shapes": layout}, tensors)
 
     def serve(self) -> None:
-        handlers = {"call": self.call, "prepare": self.prepare, "go": self.go, "aliases": self.aliases,
-                    "output": self.output, "ping": lambda h: self.send({"op": "pong"})}
+        handlers = {
+            "call": self.call,
+            "prepare": self.prepare,
+            "go": self.go,
+            "aliases": self.aliases,
+            "output": self.output,
+            "ping": lambda h: self.send({"op": "pong"}),
+        }
         while True:
             head, _ = wire.recv(self.sock)
             if head["op"] == "exit":
@@ -255,8 +296,14 @@ class Runner:
                 self.send({"op": "error", "status": "bad_output", "message": f"the candidate returned {e}"})
                 return
             except BaseException as e:  # noqa: BLE001
-                self.send({"op": "error", "status": "compile_error" if build_error(e) else "runtime_error",
-                           "message": f"{type(e).__name__}: {str(e)[:2000]}", "tail": tail(e)})
+                self.send(
+                    {
+                        "op": "error",
+                        "status": "compile_error" if build_error(e) else "runtime_error",
+                        "message": f"{type(e).__name__}: {str(e)[:2000]}",
+                        "tail": tail(e),
+                    }
+                )
                 return
 
 
@@ -272,7 +319,10 @@ def run_rank(spec_path: str, rank: int) -> None:
             runner.serve()
     except BaseException as e:  # noqa: BLE001 - say what happened, then die
         try:
-            wire.send(sock, {"op": "error", "status": "runtime_error", "message": f"{type(e).__name__}: {str(e)[:2000]}", "tail": tail(e)})
+            wire.send(
+                sock,
+                {"op": "error", "status": "runtime_error", "message": f"{type(e).__name__}: {str(e)[:2000]}", "tail": tail(e)},
+            )
         finally:
             os._exit(3)
     sys.stdout.flush()

@@ -46,12 +46,12 @@ def qualify(problem: str, suite: str | None) -> str:
         return problem
     if not suite.startswith(PKB_PREFIX):
         raise ProblemError(f"unknown suite {suite!r} (expected pkagent or pkb:PATH)")
-    return f"{PKB_PREFIX}{Path(suite[len(PKB_PREFIX):]).resolve()}::{problem}"
+    return f"{PKB_PREFIX}{Path(suite[len(PKB_PREFIX) :]).resolve()}::{problem}"
 
 
 def split(ref: str) -> tuple[Path, str]:
     """`pkb:PATH::ID` -> (PATH, ID); `pkb:PATH` -> (PATH, "")."""
-    body = ref[len(PKB_PREFIX):]
+    body = ref[len(PKB_PREFIX) :]
     root, sep, pid = body.rpartition("::")
     return (Path(root), pid) if sep else (Path(body), "")
 
@@ -84,8 +84,9 @@ def find(root: Path, pid: str) -> str:
     stems = pkb_ids(root)
     matches = [s for s in stems if s == pid or s.split("_")[0] == pid]
     if len(matches) != 1:
-        raise ProblemError(f"{root / 'reference'}: no single problem {pid!r} (found {len(matches)}; ids: "
-                           f"{', '.join(stems[:10])} ...)")
+        raise ProblemError(
+            f"{root / 'reference'}: no single problem {pid!r} (found {len(matches)}; ids: {', '.join(stems[:10])} ...)"
+        )
     return matches[0]
 
 
@@ -170,9 +171,16 @@ def load_pkb(root: Path, pid: str) -> Problem:
     stub = types.ModuleType(f"pkb_reference_{stem}", ast.get_docstring(ast.parse(source)))
     stub.__file__ = str(path)
     meta = Meta(
-        id=stem, name=stem.split("_", 1)[-1].replace("_", " "), category="other",
-        source_repo="togethercomputer/ParallelKernelBench", source_file=f"reference/{stem}.py",
-        source_function="solution", atol=TOLERANCE, rtol=TOLERANCE, strict_dtype=False, tags=("pkb",),
+        id=stem,
+        name=stem.split("_", 1)[-1].replace("_", " "),
+        category="other",
+        source_repo="togethercomputer/ParallelKernelBench",
+        source_file=f"reference/{stem}.py",
+        source_function="solution",
+        atol=TOLERANCE,
+        rtol=TOLERANCE,
+        strict_dtype=False,
+        tags=("pkb",),
     )
     return Problem(meta, stub, make_inputs, reference, None, str(path))
 
@@ -216,8 +224,9 @@ def _describe(x, depth: int = 0) -> str:
 
 def _describe_rank(root: str, stem: str, world: int, rank: int, port: int, size: float, device: str) -> list[str]:
     """In a process of its own: join a gloo group, run the generator on `device`, describe each input."""
-    import torch.distributed as dist
     from datetime import timedelta
+
+    import torch.distributed as dist
 
     store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=60))
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
@@ -233,12 +242,25 @@ def _run_generator(root: str, stem: str, world: int, size: float, device: str) -
     from torch.distributed import TCPStore
 
     store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
-           "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        "OMP_NUM_THREADS": "1",
+        "CUDA_VISIBLE_DEVICES": "",
+    }
     argv = [sys.executable, "-m", "eval.suites", root, stem, str(world), "RANK", str(store.port), repr(size), device]
     with tempfile.TemporaryDirectory(prefix="pkagent-inputs-") as tmp:
-        procs = [subprocess.Popen([str(r) if a == "RANK" else a for a in argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  cwd=tmp, env=env, start_new_session=True) for r in range(world)]
+        procs = [
+            subprocess.Popen(
+                [str(r) if a == "RANK" else a for a in argv],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                cwd=tmp,
+                env=env,
+                start_new_session=True,
+            )
+            for r in range(world)
+        ]
         outs = []
         try:
             for p in procs:
@@ -310,10 +332,15 @@ def describe_inputs(problem: Problem, world_size: int, size: float = 1.0) -> str
 # --- that benchmark's failure taxonomy -----------------------------------------------------------------
 
 FAILURE_CLASSES = ("nvcc/syntax", "tensor shape", "attribute/API typo", "runtime error", "output mismatch", "deadlock", "other")
-_SHAPE = re.compile(r"\bshape\b|size of tensor|sizes? mismatch|must match the size|mat1 and mat2|expected size|"
-                    r"invalid for input of size|dimension out of range|expected a (tensor|tuple|list|dict)|expected keys", re.I)
-_API = re.compile(r"\b(AttributeError|NameError|ImportError|ModuleNotFoundError)\b|has no attribute|is not defined|"
-                  r"unexpected keyword argument|positional arguments? but|missing \d+ required|defines no function solution")
+_SHAPE = re.compile(
+    r"\bshape\b|size of tensor|sizes? mismatch|must match the size|mat1 and mat2|expected size|"
+    r"invalid for input of size|dimension out of range|expected a (tensor|tuple|list|dict)|expected keys",
+    re.I,
+)
+_API = re.compile(
+    r"\b(AttributeError|NameError|ImportError|ModuleNotFoundError)\b|has no attribute|is not defined|"
+    r"unexpected keyword argument|positional arguments? but|missing \d+ required|defines no function solution"
+)
 
 
 def failure_class(check) -> str:
@@ -372,7 +399,7 @@ def generation_files(folder: Path, stem: str) -> dict[int, list[Path]]:
             found.setdefault(int(m["k"] or 0), []).append(p)
     if folder.name:
         for sib in sorted(folder.parent.glob(f"{glob_escape(folder.name)}_sample*")):
-            k = sib.name[len(folder.name) + len("_sample"):]
+            k = sib.name[len(folder.name) + len("_sample") :]
             if not (sib.is_dir() and k.isdigit()):
                 continue
             for p in sorted(sib.glob(f"{glob_escape(stem)}_*.py")):
@@ -389,7 +416,9 @@ def glob_escape(text: str) -> str:
 if __name__ == "__main__":  # python -m eval.suites ROOT STEM WORLD RANK PORT SIZE DEVICE (describe_inputs' processes)
     root_, stem_, world_, rank_, port_, size_, device_ = sys.argv[1:8]
     try:
-        print(json.dumps({"inputs": _describe_rank(root_, stem_, int(world_), int(rank_), int(port_), float(size_), device_)}),
-              flush=True)
+        print(
+            json.dumps({"inputs": _describe_rank(root_, stem_, int(world_), int(rank_), int(port_), float(size_), device_)}),
+            flush=True,
+        )
     except Exception as e:  # noqa: BLE001 - whatever the checkout's generator raises, said in one line
         print(json.dumps({"error": f"{type(e).__name__}: {str(e)[:500]}"}), flush=True)

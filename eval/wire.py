@@ -20,11 +20,25 @@ from typing import Any
 import torch
 
 MAX_HEADER = 4 << 20
-DTYPES = {str(d).removeprefix("torch."): d for d in (
-    torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.complex64, torch.complex128,
-    torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool,
-    torch.float8_e4m3fn, torch.float8_e5m2,
-)}
+DTYPES = {
+    str(d).removeprefix("torch."): d
+    for d in (
+        torch.float64,
+        torch.float32,
+        torch.float16,
+        torch.bfloat16,
+        torch.complex64,
+        torch.complex128,
+        torch.int64,
+        torch.int32,
+        torch.int16,
+        torch.int8,
+        torch.uint8,
+        torch.bool,
+        torch.float8_e4m3fn,
+        torch.float8_e5m2,
+    )
+}
 
 
 class WireError(Exception):
@@ -98,7 +112,9 @@ def flatten(obj: Any, tensors: list[torch.Tensor]) -> Any:
     are neither plain tensors nor plain values (a tensor subclass, a lazy object, a module)."""
     if isinstance(obj, torch.Tensor):
         if type(obj) is not torch.Tensor:
-            raise BadOutput(f"a {type(obj).__module__}.{type(obj).__qualname__}, a torch.Tensor subclass (outputs must be plain tensors)")
+            raise BadOutput(
+                f"a {type(obj).__module__}.{type(obj).__qualname__}, a torch.Tensor subclass (outputs must be plain tensors)"
+            )
         if obj.layout != torch.strided:
             raise BadOutput(f"a tensor of layout {obj.layout} (outputs must be strided tensors)")
         tensors.append(obj)
@@ -118,7 +134,7 @@ def unflatten(tree: Any, tensors: list[torch.Tensor]) -> Any:
     """The inverse of flatten, for a tree received from the other side (validated as it goes)."""
     if not isinstance(tree, dict) or len(tree) != 1:
         raise WireError("a malformed output tree")
-    (kind, val), = tree.items()
+    ((kind, val),) = tree.items()
     if kind == "T":
         if type(val) is not int or not 0 <= val < len(tensors):
             raise WireError("an output tree naming a tensor that was not sent")

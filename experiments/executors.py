@@ -63,8 +63,14 @@ def score_generation(cfg: SolveConfig, task: Task, out: Path, gpus: Gpus | None)
     """An existing candidate, scored as solve() scores a model's: copied to solution.py, checked."""
     t0 = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
-    result = SolveResult(problem=cfg.problem, model=cfg.model, mode=cfg.mode, status="completed", out_dir=str(out),
-                         message=f"existing generation {task.candidate}")
+    result = SolveResult(
+        problem=cfg.problem,
+        model=cfg.model,
+        mode=cfg.mode,
+        status="completed",
+        out_dir=str(out),
+        message=f"existing generation {task.candidate}",
+    )
     if task.candidate is None:
         result.status, result.message = "no_candidate", f"{cfg.model}: no file for sample {task.sample} of this problem"
     else:
@@ -92,8 +98,13 @@ class Executor(Protocol):
     def close(self) -> None: ...
 
 
-def run_tasks(executor: Executor, slots: int, next_task: Callable[[list[Task]], Task | None],
-              done: Callable[[Task, SolveResult], None], show: Callable[[int], None] = lambda running: None) -> None:
+def run_tasks(
+    executor: Executor,
+    slots: int,
+    next_task: Callable[[list[Task]], Task | None],
+    done: Callable[[Task, SolveResult], None],
+    show: Callable[[int], None] = lambda running: None,
+) -> None:
     """The submit/wait loop of a run: while fewer than `slots` tasks run, submits next_task(the
     running tasks) until it returns None; calls done(task, result) for each task as it ends (a
     task whose worker raised or died gets failed_result); returns once nothing runs and
@@ -110,8 +121,9 @@ def run_tasks(executor: Executor, slots: int, next_task: Callable[[list[Task]], 
             return
         for handle, outcome in executor.wait(list(running), timeout=0.5):
             task = running.pop(handle)
-            result = outcome if not isinstance(outcome, BaseException) else \
-                failed_result(task, f"{type(outcome).__name__}: {outcome}")
+            result = (
+                outcome if not isinstance(outcome, BaseException) else failed_result(task, f"{type(outcome).__name__}: {outcome}")
+            )
             done(task, result)
         show(len(running))
 
@@ -176,8 +188,11 @@ def run_in_child(task: Task, acquire: Callable[[int], AbstractContextManager[lis
                 kind, value = here.recv()
             except (EOFError, OSError):
                 proc.join()
-                return failed_result(task, f"the sample's process ended (exit code {proc.exitcode}) before its result; "
-                                           f"see {Path(task.dir) / 'worker.log'}")
+                return failed_result(
+                    task,
+                    f"the sample's process ended (exit code {proc.exitcode}) before its result; "
+                    f"see {Path(task.dir) / 'worker.log'}",
+                )
             if kind == "acquire":
                 if acquire is None:
                     here.send([])

@@ -94,7 +94,9 @@ def resolve_problems(entries: list[str], world_size: int) -> list[Problem]:
             raise ConfigError(f"problems: {entry!r}: {e}") from None
         for ref, p in zip(refs, probs):
             if world_size not in p.meta.world_sizes:
-                raise ConfigError(f"problems: {p.id} supports world sizes {list(p.meta.world_sizes)}, not world_size={world_size}")
+                raise ConfigError(
+                    f"problems: {p.id} supports world sizes {list(p.meta.world_sizes)}, not world_size={world_size}"
+                )
             out.setdefault(p.id, Problem(ref, p.id, p.meta.category))
     if not out:
         raise ConfigError(f"problems: {entries} selects no problem at world_size={world_size}")
@@ -116,8 +118,10 @@ def generation_files(folder: Path, problem: str) -> dict[int, Path]:
     found = found_in(folder, problem)
     for k, files in found.items():
         if len(files) > 1:
-            raise ConfigError(f"{folder}: sample {k} of {problem} has {len(files)} files ({', '.join(f.name for f in files)}); "
-                              "keep one per problem and sample")
+            raise ConfigError(
+                f"{folder}: sample {k} of {problem} has {len(files)} files ({', '.join(f.name for f in files)}); "
+                "keep one per problem and sample"
+            )
     return {k: files[0] for k, files in found.items()}
 
 
@@ -127,7 +131,7 @@ def check_models(cfg: ExperimentConfig, problems: list[Problem]) -> None:
 
     for spec in cfg.models:
         if spec.startswith(FOLDER_PREFIX):
-            if not Path(spec[len(FOLDER_PREFIX):]).is_dir():
+            if not Path(spec[len(FOLDER_PREFIX) :]).is_dir():
                 raise ConfigError(f"models: {spec}: no such folder of existing generations")
             continue
         get_model(spec, cfg.agent, base_url=cfg.base_urls.get(spec))
@@ -143,7 +147,7 @@ def plan(cfg: ExperimentConfig) -> tuple[Path, list[Problem], list[Task]]:
     files: dict[tuple[str, str, str], dict[int, Path]] = {}
     for spec in cfg.models:
         if spec.startswith(FOLDER_PREFIX):
-            folder = Path(spec[len(FOLDER_PREFIX):])
+            folder = Path(spec[len(FOLDER_PREFIX) :])
             for mode in cfg.modes:
                 where = folder / mode if (folder / mode).is_dir() else folder
                 for p in problems:
@@ -155,10 +159,17 @@ def plan(cfg: ExperimentConfig) -> tuple[Path, list[Problem], list[Task]]:
                 for p in problems:
                     d = root / model_slug(spec) / p.slug / mode / f"sample_{k}"
                     cand = files.get((spec, mode, p.slug), {}).get(k)
-                    tasks.append(Task(solve=SolveConfig(**cfg.sample_settings(), problem=p.ref, model=spec, mode=mode,
-                                                        base_url=cfg.base_urls.get(spec)),
-                                      sample=k, dir=str(d), tmp=str(d.parent / f".{d.name}.{uuid.uuid4().hex[:8]}.tmp"),
-                                      candidate=str(cand.resolve()) if cand else None))
+                    tasks.append(
+                        Task(
+                            solve=SolveConfig(
+                                **cfg.sample_settings(), problem=p.ref, model=spec, mode=mode, base_url=cfg.base_urls.get(spec)
+                            ),
+                            sample=k,
+                            dir=str(d),
+                            tmp=str(d.parent / f".{d.name}.{uuid.uuid4().hex[:8]}.tmp"),
+                            candidate=str(cand.resolve()) if cand else None,
+                        )
+                    )
     return root, problems, tasks
 
 
@@ -239,9 +250,11 @@ class Tally:
         self.cost += r.cost_usd
 
     def line(self) -> str:
-        return (f"done {self.done}/{self.total}  running {self.running}  [green]passed {self.passed}[/]  "
-                f"[red]failed {self.failed}[/] ({self.errors} errors)  tokens {self.tokens_in:,} in / {self.tokens_out:,} out  "
-                f"${self.cost:.2f}")
+        return (
+            f"done {self.done}/{self.total}  running {self.running}  [green]passed {self.passed}[/]  "
+            f"[red]failed {self.failed}[/] ({self.errors} errors)  tokens {self.tokens_in:,} in / {self.tokens_out:,} out  "
+            f"${self.cost:.2f}"
+        )
 
 
 def make_executor(cfg: ExperimentConfig | SearchConfig, slots: int) -> Executor:
@@ -254,8 +267,14 @@ def make_executor(cfg: ExperimentConfig | SearchConfig, slots: int) -> Executor:
     return LocalExecutor(slots, pool)
 
 
-def execute(tasks: list[Task], executor: Executor | None, slots: int, tally: Tally, cost_limit: float | None,
-            show: Callable[[], None] = lambda: None) -> Tally:
+def execute(
+    tasks: list[Task],
+    executor: Executor | None,
+    slots: int,
+    tally: Tally,
+    cost_limit: float | None,
+    show: Callable[[], None] = lambda: None,
+) -> Tally:
     """Runs `tasks`, at most `slots` at once, recording each as it ends; no task starts once
     tally.cost has reached cost_limit (the running ones finish)."""
     queue = deque(tasks)
@@ -292,11 +311,20 @@ def run_experiment(cfg: ExperimentConfig, redo: str | None = None, progress: boo
     held = lock(root)
     try:
         clean_leftovers(root)
-        write_atomic(root / "experiment.json", json.dumps({
-            "name": cfg.name, "config": cfg.model_dump(mode="json"),
-            "problems": {p.slug: {"ref": p.ref, "category": p.category} for p in problems},
-            "models": {model_slug(m): m for m in cfg.models}, "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        }, indent=2) + "\n")
+        write_atomic(
+            root / "experiment.json",
+            json.dumps(
+                {
+                    "name": cfg.name,
+                    "config": cfg.model_dump(mode="json"),
+                    "problems": {p.slug: {"ref": p.ref, "category": p.category} for p in problems},
+                    "models": {model_slug(m): m for m in cfg.models},
+                    "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                },
+                indent=2,
+            )
+            + "\n",
+        )
         tally = Tally(total=len(tasks))
         todo = []
         for task in tasks:
@@ -307,12 +335,21 @@ def run_experiment(cfg: ExperimentConfig, redo: str | None = None, progress: boo
                 todo.append(task)
         console = Console(stderr=True)
         if progress:
-            console.print(f"[bold]{cfg.name}[/]: {len(tasks)} samples ({len(problems)} problems x {len(cfg.models)} models x "
-                          f"{len(cfg.modes)} modes x {cfg.samples}), {len(tasks) - len(todo)} finished before, "
-                          f"{len(todo)} to run; {cfg.executor} executor, {cfg.llm_concurrency} at once -> {root}")
+            console.print(
+                f"[bold]{cfg.name}[/]: {len(tasks)} samples ({len(problems)} problems x {len(cfg.models)} models x "
+                f"{len(cfg.modes)} modes x {cfg.samples}), {len(tasks) - len(todo)} finished before, "
+                f"{len(todo)} to run; {cfg.executor} executor, {cfg.llm_concurrency} at once -> {root}"
+            )
         live = progress and console.is_terminal  # in a pipe or a log: one whole line per finished sample instead
-        bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[line]}"),
-                       TimeElapsedColumn(), console=console, disable=not live)
+        bar = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[line]}"),
+            TimeElapsedColumn(),
+            console=console,
+            disable=not live,
+        )
         with bar:
             row = bar.add_task(cfg.name, total=tally.total, completed=tally.done, line=tally.line())
             shown = [tally.done]
@@ -323,10 +360,19 @@ def run_experiment(cfg: ExperimentConfig, redo: str | None = None, progress: boo
                     shown[0] = tally.done
                     console.print(tally.line(), soft_wrap=True)
 
-            execute(todo, make_executor(cfg, cfg.llm_concurrency) if todo else None, cfg.llm_concurrency, tally, cfg.cost_limit_usd, show)
+            execute(
+                todo,
+                make_executor(cfg, cfg.llm_concurrency) if todo else None,
+                cfg.llm_concurrency,
+                tally,
+                cfg.cost_limit_usd,
+                show,
+            )
         if progress and tally.skipped:
-            console.print(f"[yellow]cost limit ${cfg.cost_limit_usd:.2f} reached (${tally.cost:.2f} spent): "
-                          f"{tally.skipped} samples not started; rerun with a higher cost_limit_usd to finish them[/]")
+            console.print(
+                f"[yellow]cost limit ${cfg.cost_limit_usd:.2f} reached (${tally.cost:.2f} spent): "
+                f"{tally.skipped} samples not started; rerun with a higher cost_limit_usd to finish them[/]"
+            )
         return tally
     finally:
         held.close()

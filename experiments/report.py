@@ -44,12 +44,29 @@ from eval.metrics import fast_p, geomean_speedup, mean_pass_at_k
 
 P_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0)
 FAILURES = {  # check status -> failure class
-    "compile_error": "compile", "import_error": "import", "runtime_error": "runtime", "incorrect": "mismatch",
-    "timeout": "timeout/deadlock", "cheating_detected": "cheating", "refused": "refused",
+    "compile_error": "compile",
+    "import_error": "import",
+    "runtime_error": "runtime",
+    "incorrect": "mismatch",
+    "timeout": "timeout/deadlock",
+    "cheating_detected": "cheating",
+    "refused": "refused",
 }
 LIMITS = ("step_limit", "cost_limit", "time_limit", "context_length")
-FAILURE_ORDER = ("compile", "import", "runtime", "mismatch", "timeout/deadlock", "cheating", "refused", "format",
-                 "limits", "no candidate", "model error", "harness error")
+FAILURE_ORDER = (
+    "compile",
+    "import",
+    "runtime",
+    "mismatch",
+    "timeout/deadlock",
+    "cheating",
+    "refused",
+    "format",
+    "limits",
+    "no candidate",
+    "model error",
+    "harness error",
+)
 
 
 @dataclass
@@ -123,11 +140,16 @@ def load_run(root: Path, warn: bool = True) -> tuple[dict[str, Any], list[Sample
             else:
                 reason = str(e).strip().splitlines()[0]
             if warn:
-                print(f"pkagent report: warning: {path}: damaged result ({reason}); counted as a harness error",
-                      file=sys.stderr)
+                print(f"pkagent report: warning: {path}: damaged result ({reason}); counted as a harness error", file=sys.stderr)
             model = meta.get("models", {}).get(path.parents[3].name, path.parents[3].name)
-            r = SolveResult(problem=path.parents[2].name, model=model, mode=path.parents[1].name, status="error",
-                            message=f"damaged result.json ({reason})", out_dir=str(path.parent))
+            r = SolveResult(
+                problem=path.parents[2].name,
+                model=model,
+                mode=path.parents[1].name,
+                status="error",
+                message=f"damaged result.json ({reason})",
+                out_dir=str(path.parent),
+            )
         problem = path.parents[2].name
         cat = meta["problems"].get(problem, {}).get("category", "other")
         samples.append(Sample(r.model, r.mode, problem, cat, int(path.parent.name.split("_")[1]), r))
@@ -166,26 +188,46 @@ def summarize(samples: list[Sample]) -> dict[str, Any]:
         r = [s.result for s in group]
         speedups = [s.speedup for s in group if s.speedup is not None]
         fails = Counter(failure(x) for x in r if not x.correct)
-        groups.append({
-            "model": model, "mode": mode, "problems": len(_by(group, "problem")), "samples": len(group),
-            "correct": sum(x.correct for x in r), "k": kmax,
-            "pass_at_k": _pass(group, kmax),
-            "fast_p_at_1": {p: _pass(group, 1, p)[1] for p in P_VALUES},
-            "fast_p_at_k": {p: _pass(group, kmax, p)[kmax] for p in P_VALUES},
-            "geomean_speedup": geomean_speedup(speedups), "timed_correct": len(speedups),
-            "roofline_fraction": _mean([s.roofline for s in group if s.roofline is not None]),
-            "steps_mean": _mean([x.steps for x in r]),
-            "tokens_in": sum(x.usage.prompt_tokens for x in r), "tokens_out": sum(x.usage.output_tokens for x in r),
-            "cost_usd": sum(x.cost_usd for x in r), "wall_s": sum(x.wall_s for x in r), "wall_s_mean": _mean([x.wall_s for x in r]),
-            "failures": {f: fails[f] for f in sorted(fails, key=lambda f: (FAILURE_ORDER + (f,)).index(f))},
-            "pkb_failures": dict(Counter(pkb_failure(x) for x in r if not x.correct)),
-        })
+        groups.append(
+            {
+                "model": model,
+                "mode": mode,
+                "problems": len(_by(group, "problem")),
+                "samples": len(group),
+                "correct": sum(x.correct for x in r),
+                "k": kmax,
+                "pass_at_k": _pass(group, kmax),
+                "fast_p_at_1": {p: _pass(group, 1, p)[1] for p in P_VALUES},
+                "fast_p_at_k": {p: _pass(group, kmax, p)[kmax] for p in P_VALUES},
+                "geomean_speedup": geomean_speedup(speedups),
+                "timed_correct": len(speedups),
+                "roofline_fraction": _mean([s.roofline for s in group if s.roofline is not None]),
+                "steps_mean": _mean([x.steps for x in r]),
+                "tokens_in": sum(x.usage.prompt_tokens for x in r),
+                "tokens_out": sum(x.usage.output_tokens for x in r),
+                "cost_usd": sum(x.cost_usd for x in r),
+                "wall_s": sum(x.wall_s for x in r),
+                "wall_s_mean": _mean([x.wall_s for x in r]),
+                "failures": {f: fails[f] for f in sorted(fails, key=lambda f: (FAILURE_ORDER + (f,)).index(f))},
+                "pkb_failures": dict(Counter(pkb_failure(x) for x in r if not x.correct)),
+            }
+        )
         for (cat,), sub in _by(group, "category").items():
             kc = min(n for n, _ in _counts(sub))
-            categories.append({"model": model, "mode": mode, "category": cat, "problems": len(_by(sub, "problem")),
-                               "samples": len(sub), "correct": sum(s.result.correct for s in sub), "k": kc,
-                               "pass_at_1": _pass(sub, 1)[1], "pass_at_k": _pass(sub, kc)[kc],
-                               "fast_1_at_1": _pass(sub, 1, 1.0)[1]})
+            categories.append(
+                {
+                    "model": model,
+                    "mode": mode,
+                    "category": cat,
+                    "problems": len(_by(sub, "problem")),
+                    "samples": len(sub),
+                    "correct": sum(s.result.correct for s in sub),
+                    "k": kc,
+                    "pass_at_1": _pass(sub, 1)[1],
+                    "pass_at_k": _pass(sub, kc)[kc],
+                    "fast_1_at_1": _pass(sub, 1, 1.0)[1],
+                }
+            )
     return {"groups": groups, "categories": categories}
 
 
@@ -193,12 +235,27 @@ def sample_rows(samples: list[Sample]) -> list[dict[str, Any]]:
     rows = []
     for s in sorted(samples, key=lambda s: (s.model, s.mode, s.problem, s.k)):
         r = s.result
-        rows.append({"model": s.model, "mode": s.mode, "problem": s.problem, "category": s.category, "sample": s.k,
-                     "status": r.status, "check": r.check.status if r.check else "", "failure": failure(r) or "",
-                     "taxonomy": pkb_failure(r) or "",
-                     "correct": r.correct, "speedup": s.speedup, "roofline_fraction": s.roofline, "steps": r.steps,
-                     "tokens_in": r.usage.prompt_tokens, "tokens_out": r.usage.output_tokens, "cost_usd": r.cost_usd,
-                     "wall_s": r.wall_s})
+        rows.append(
+            {
+                "model": s.model,
+                "mode": s.mode,
+                "problem": s.problem,
+                "category": s.category,
+                "sample": s.k,
+                "status": r.status,
+                "check": r.check.status if r.check else "",
+                "failure": failure(r) or "",
+                "taxonomy": pkb_failure(r) or "",
+                "correct": r.correct,
+                "speedup": s.speedup,
+                "roofline_fraction": s.roofline,
+                "steps": r.steps,
+                "tokens_in": r.usage.prompt_tokens,
+                "tokens_out": r.usage.output_tokens,
+                "cost_usd": r.cost_usd,
+                "wall_s": r.wall_s,
+            }
+        )
     return rows
 
 
@@ -207,8 +264,14 @@ def build(root: Path) -> dict[str, Any]:
     if not samples:
         raise ConfigError(f"{root}: no finished sample yet")
     pkb = any(str(p.get("ref", "")).startswith("pkb:") for p in meta["problems"].values())
-    return {"run": meta["name"], "dir": str(root), "config": meta["config"], "pkb": pkb, **summarize(samples),
-            "samples": sample_rows(samples)}
+    return {
+        "run": meta["name"],
+        "dir": str(root),
+        "config": meta["config"],
+        "pkb": pkb,
+        **summarize(samples),
+        "samples": sample_rows(samples),
+    }
 
 
 # --- plots ---------------------------------------------------------------------------------------------
@@ -244,8 +307,9 @@ def plots(data: dict[str, Any], samples_by_group: dict[tuple, list[Sample]]) -> 
     for g in data["groups"]:
         ks = sorted(int(k) for k in g["pass_at_k"])
         ax.plot(ks, [g["pass_at_k"][k] for k in ks], marker="o", label=_label(g))
-    ax.set(xlabel="k (samples per problem)", ylabel="pass@k (unbiased, mean over problems)", ylim=(0, 1.02),
-           title="pass@k against k")
+    ax.set(
+        xlabel="k (samples per problem)", ylabel="pass@k (unbiased, mean over problems)", ylim=(0, 1.02), title="pass@k against k"
+    )
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.grid(alpha=0.3)
     _legend_below(ax)
@@ -258,8 +322,12 @@ def plots(data: dict[str, Any], samples_by_group: dict[tuple, list[Sample]]) -> 
         group = samples_by_group[(g["model"], g["mode"])]
         ax.step(grid, [_pass(group, 1, p)[1] for p in grid], where="post", label=_label(g))
     ax.axvline(1.0, color="grey", lw=0.8, ls="--")
-    ax.set(xlabel="p (speedup over the reference)", ylabel="fast_p@1 (correct and > p times faster)", ylim=(0, 1.02),
-           title="fast_p against p")
+    ax.set(
+        xlabel="p (speedup over the reference)",
+        ylabel="fast_p@1 (correct and > p times faster)",
+        ylim=(0, 1.02),
+        title="fast_p against p",
+    )
     ax.grid(alpha=0.3)
     _legend_below(ax)
     out["fast_p"] = _png(fig)
@@ -268,8 +336,12 @@ def plots(data: dict[str, Any], samples_by_group: dict[tuple, list[Sample]]) -> 
     fig, axes = plt.subplots(1, len(models), figsize=(4.5 * len(models), 3.8), squeeze=False, layout="constrained")
     for ax, model in zip(axes[0], models):
         mine = [g for g in data["groups"] if g["model"] == model]
-        metrics = [("pass@1", lambda g: g["pass_at_k"][1]), (f"pass@{mine[0]['k']}", lambda g: g["pass_at_k"][g["k"]]),
-                   ("fast_1@1", lambda g: g["fast_p_at_1"][1.0]), ("fast_1@k", lambda g: g["fast_p_at_k"][1.0])]
+        metrics = [
+            ("pass@1", lambda g: g["pass_at_k"][1]),
+            (f"pass@{mine[0]['k']}", lambda g: g["pass_at_k"][g["k"]]),
+            ("fast_1@1", lambda g: g["fast_p_at_1"][1.0]),
+            ("fast_1@k", lambda g: g["fast_p_at_k"][1.0]),
+        ]
         width = 0.8 / len(mine)
         for i, g in enumerate(mine):
             xs = [j + i * width for j in range(len(metrics))]
@@ -301,11 +373,26 @@ def summary_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for g in data["groups"]:
         k = g["k"]
-        rows.append({"model": g["model"], "mode": g["mode"], "problems": g["problems"], "samples": g["samples"],
-                     "correct": g["correct"], "pass@1": g["pass_at_k"][1], f"pass@k (k={k})": g["pass_at_k"][k],
-                     "fast_1@1": g["fast_p_at_1"][1.0], "fast_1@k": g["fast_p_at_k"][1.0], "geomean speedup": g["geomean_speedup"], "roofline fraction": g["roofline_fraction"],
-                     "steps (mean)": g["steps_mean"], "tokens in": g["tokens_in"], "tokens out": g["tokens_out"],
-                     "cost $": g["cost_usd"], "wall s": g["wall_s"]})
+        rows.append(
+            {
+                "model": g["model"],
+                "mode": g["mode"],
+                "problems": g["problems"],
+                "samples": g["samples"],
+                "correct": g["correct"],
+                "pass@1": g["pass_at_k"][1],
+                f"pass@k (k={k})": g["pass_at_k"][k],
+                "fast_1@1": g["fast_p_at_1"][1.0],
+                "fast_1@k": g["fast_p_at_k"][1.0],
+                "geomean speedup": g["geomean_speedup"],
+                "roofline fraction": g["roofline_fraction"],
+                "steps (mean)": g["steps_mean"],
+                "tokens in": g["tokens_in"],
+                "tokens out": g["tokens_out"],
+                "cost $": g["cost_usd"],
+                "wall s": g["wall_s"],
+            }
+        )
     return rows
 
 
@@ -317,10 +404,20 @@ def pkb_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for g in data["groups"]:
         k, fails = g["k"], g["pkb_failures"]
-        rows.append({"model": g["model"], "mode": g["mode"], "problems": g["problems"], "samples": g["samples"],
-                     "pass@1": g["pass_at_k"][1], f"pass@{k}": g["pass_at_k"][k], "fast_1@1": g["fast_p_at_1"][1.0],
-                     f"fast_1@{k}": g["fast_p_at_k"][1.0], "geomean speedup": g["geomean_speedup"],
-                     **{c: fails.get(c, 0) for c in (*FAILURE_CLASSES, "no candidate")}})
+        rows.append(
+            {
+                "model": g["model"],
+                "mode": g["mode"],
+                "problems": g["problems"],
+                "samples": g["samples"],
+                "pass@1": g["pass_at_k"][1],
+                f"pass@{k}": g["pass_at_k"][k],
+                "fast_1@1": g["fast_p_at_1"][1.0],
+                f"fast_1@{k}": g["fast_p_at_k"][1.0],
+                "geomean speedup": g["geomean_speedup"],
+                **{c: fails.get(c, 0) for c in (*FAILURE_CLASSES, "no candidate")},
+            }
+        )
     return rows
 
 
@@ -330,20 +427,36 @@ def _pkb_tables(data: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
 
     rows = pkb_rows(data)
     fails = ("model", "mode", *FAILURE_CLASSES, "no candidate")
-    return [("ParallelKernelBench's table", [{k: v for k, v in r.items() if k in fails[:2] or k not in fails} for r in rows]),
-            ("ParallelKernelBench's failure taxonomy", [{k: r[k] for k in fails} for r in rows])]
+    return [
+        ("ParallelKernelBench's table", [{k: v for k, v in r.items() if k in fails[:2] or k not in fails} for r in rows]),
+        ("ParallelKernelBench's failure taxonomy", [{k: r[k] for k in fails} for r in rows]),
+    ]
 
 
 def fast_p_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"model": g["model"], "mode": g["mode"], **{f"fast_{p:g}@1": g["fast_p_at_1"][p] for p in P_VALUES},
-             **{f"fast_{p:g}@{g['k']}": g["fast_p_at_k"][p] for p in P_VALUES}} for g in data["groups"]]
+    return [
+        {
+            "model": g["model"],
+            "mode": g["mode"],
+            **{f"fast_{p:g}@1": g["fast_p_at_1"][p] for p in P_VALUES},
+            **{f"fast_{p:g}@{g['k']}": g["fast_p_at_k"][p] for p in P_VALUES},
+        }
+        for g in data["groups"]
+    ]
 
 
 def failure_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     seen = [f for f in FAILURE_ORDER if any(f in g["failures"] for g in data["groups"])]
     seen += sorted({f for g in data["groups"] for f in g["failures"]} - set(seen))
-    return [{"model": g["model"], "mode": g["mode"], "failed": g["samples"] - g["correct"],
-             **{f: g["failures"].get(f, 0) for f in seen}} for g in data["groups"]]
+    return [
+        {
+            "model": g["model"],
+            "mode": g["mode"],
+            "failed": g["samples"] - g["correct"],
+            **{f: g["failures"].get(f, 0) for f in seen},
+        }
+        for g in data["groups"]
+    ]
 
 
 def compare_rows(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
@@ -397,29 +510,41 @@ def render_html(data: dict[str, Any], images: dict[str, str], other: dict[str, A
     cfg = data["config"]
     wide = " class='wide'" if len({g["model"] for g in data["groups"]}) > 1 else ""  # one bar chart per model
     hardware = f"hardware profile {html.escape(cfg['hardware'])}, " if cfg["device"] == "cuda" else ""  # CPU: no GPU model
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'>"
-             "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-             f"<title>pkagent report: {html.escape(data['run'])}</title><style>{CSS}</style></head><body>",
-             f"<h1>Experiment {html.escape(data['run'])}</h1>",
-             f"<p class='note'>{html.escape(data['dir'])}: device {cfg['device']}, world size {cfg['world_size']}, "
-             f"size {cfg['size']}, {cfg['check']['trials']} trials per check, {hardware}"
-             f"up to {cfg['samples']} samples per problem. " + html.escape(DEFINITIONS) + "</p>",
-             "<h2>Per model and mode</h2>", _table(summary_rows(data), "summary"),
-             "<h2>fast_p: correct and more than p times faster</h2>", _table(fast_p_rows(data), "fast_p"),
-             "<div class='plots'>" + "".join(f"<figure{wide if k == 'modes' else ''}><img alt='{k}' src='data:image/png;base64,{v}'></figure>"
-                                             for k, v in images.items()) + "</div>",
-             "<h2>Failures</h2>", _table(failure_rows(data), "failures"),
-             *(["<h2>ParallelKernelBench's table</h2>", _table(pkb_rows(data), "pkb")] if data.get("pkb") else []),
-             "<h2>Per category</h2>", _table(data["categories"], "categories")]
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>pkagent report: {html.escape(data['run'])}</title><style>{CSS}</style></head><body>",
+        f"<h1>Experiment {html.escape(data['run'])}</h1>",
+        f"<p class='note'>{html.escape(data['dir'])}: device {cfg['device']}, world size {cfg['world_size']}, "
+        f"size {cfg['size']}, {cfg['check']['trials']} trials per check, {hardware}"
+        f"up to {cfg['samples']} samples per problem. " + html.escape(DEFINITIONS) + "</p>",
+        "<h2>Per model and mode</h2>",
+        _table(summary_rows(data), "summary"),
+        "<h2>fast_p: correct and more than p times faster</h2>",
+        _table(fast_p_rows(data), "fast_p"),
+        "<div class='plots'>"
+        + "".join(
+            f"<figure{wide if k == 'modes' else ''}><img alt='{k}' src='data:image/png;base64,{v}'></figure>"
+            for k, v in images.items()
+        )
+        + "</div>",
+        "<h2>Failures</h2>",
+        _table(failure_rows(data), "failures"),
+        *(["<h2>ParallelKernelBench's table</h2>", _table(pkb_rows(data), "pkb")] if data.get("pkb") else []),
+        "<h2>Per category</h2>",
+        _table(data["categories"], "categories"),
+    ]
     if other is not None:
         parts += [f"<h2>Compared with {html.escape(other['run'])}</h2>", _table(compare_rows(data, other), "compare")]
     parts += ["<details><summary>Every sample</summary>", _table(data["samples"], "samples"), "</details></body></html>"]
     return "\n".join(parts)
 
 
-DEFINITIONS = ("pass@k: unbiased estimator (Chen et al. 2021), mean over problems. fast_p: correct and more than p times "
-               "faster than the reference (reference median / candidate median, timed by the checker in the same run). "
-               "Geomean speedup and roofline fraction: over correct, timed samples.")
+DEFINITIONS = (
+    "pass@k: unbiased estimator (Chen et al. 2021), mean over problems. fast_p: correct and more than p times "
+    "faster than the reference (reference median / candidate median, timed by the checker in the same run). "
+    "Geomean speedup and roofline fraction: over correct, timed samples."
+)
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -468,9 +593,13 @@ def print_tables(data: dict[str, Any], other: dict[str, Any] | None) -> None:
     console = Console()
     width = console.width
     keep = re.compile(r"^(model|mode|problems|samples|pass@.*|fast_1@.*|geomean speedup|roofline fraction|cost \$)$")
-    tables = [("per model and mode", [{k: v for k, v in r.items() if keep.match(k)} for r in summary_rows(data)]),
-              ("fast_p", fast_p_rows(data)), ("failures", failure_rows(data)), ("per category", data["categories"]),
-              *(_pkb_tables(data) if data.get("pkb") else [])]
+    tables = [
+        ("per model and mode", [{k: v for k, v in r.items() if keep.match(k)} for r in summary_rows(data)]),
+        ("fast_p", fast_p_rows(data)),
+        ("failures", failure_rows(data)),
+        ("per category", data["categories"]),
+        *(_pkb_tables(data) if data.get("pkb") else []),
+    ]
     legend = []
     if other:
         rows = compare_rows(data, other)
@@ -501,8 +630,14 @@ def print_tables(data: dict[str, Any], other: dict[str, Any] | None) -> None:
         console.print(f"(not a terminal: tables laid out for {width} columns; set COLUMNS to change)", highlight=False)
 
 
-def write_report(run_dir: Path, as_json: bool = False, as_html: bool = False, as_csv: bool = False,
-                 compare: Path | None = None, out: Path | None = None) -> None:
+def write_report(
+    run_dir: Path,
+    as_json: bool = False,
+    as_html: bool = False,
+    as_csv: bool = False,
+    compare: Path | None = None,
+    out: Path | None = None,
+) -> None:
     """Report an experiment: pass@k, fast_p, speedups, failures, per model, mode and category."""
     data = build(run_dir)
     other = build(compare) if compare else None
@@ -511,8 +646,9 @@ def write_report(run_dir: Path, as_json: bool = False, as_html: bool = False, as
     if as_json or as_html or as_csv:
         make_dir(out, "--out: cannot write")
     if as_json:
-        text = json.dumps({**data, "compare": other and {k: other[k] for k in ("run", "dir", "groups", "categories")}},
-                          indent=2, default=str)
+        text = json.dumps(
+            {**data, "compare": other and {k: other[k] for k in ("run", "dir", "groups", "categories")}}, indent=2, default=str
+        )
         write_atomic(out / "report.json", text + "\n")
         print(text)
         written.append(out / "report.json")

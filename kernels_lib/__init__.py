@@ -22,6 +22,22 @@ from kernels_lib.multimem import MulticastRefused
 from kernels_lib.symm import MAX_RANKS, PBuf, SymmBuffer, flags, pbuf, symm_buffer
 
 __all__ = [
-    "ARCH", "Build", "BuildError", "Kernel", "LaunchError", "Module", "compile_cubin", "copy_engine", "include_dir",
-    "load", "load_inline", "MulticastRefused", "MAX_RANKS", "PBuf", "SymmBuffer", "flags", "pbuf", "symm_buffer",
+    "ARCH",
+    "Build",
+    "BuildError",
+    "Kernel",
+    "LaunchError",
+    "Module",
+    "compile_cubin",
+    "copy_engine",
+    "include_dir",
+    "load",
+    "load_inline",
+    "MulticastRefused",
+    "MAX_RANKS",
+    "PBuf",
+    "SymmBuffer",
+    "flags",
+    "pbuf",
+    "symm_buffer",
 ]

@@ -76,7 +76,9 @@ def _time(fn, sets, warmup: int, iters: int, batches: int = 10) -> dict:
     torch.cuda.synchronize()
     t = sorted(s.elapsed_time(e) * 1000 / per for s, e in ev)
     med = statistics.median(t)
-    v = torch.tensor([med, t[len(t) // 10], t[(9 * len(t)) // 10], host * 1e6 / (per * batches)], device="cuda", dtype=torch.float64)
+    v = torch.tensor(
+        [med, t[len(t) // 10], t[(9 * len(t)) // 10], host * 1e6 / (per * batches)], device="cuda", dtype=torch.float64
+    )
     dist.all_reduce(v, op=dist.ReduceOp.MAX)
     return {"us": v[0].item(), "p10_us": v[1].item(), "p90_us": v[2].item(), "host_us": v[3].item(), "calls": per * batches}
 
@@ -112,7 +114,15 @@ def _impls(op: str, size: int, rank: int, w: int):
     import torch.distributed as dist
     import torch.distributed._symmetric_memory  # noqa: F401  (registers torch.ops.symm_mem)
 
-    from kernels_lib.examples import ag_gemm, all_gather, all_reduce_one_shot, all_reduce_two_shot, all_to_all, gemm_rs, reduce_scatter
+    from kernels_lib.examples import (
+        ag_gemm,
+        all_gather,
+        all_reduce_one_shot,
+        all_reduce_two_shot,
+        all_to_all,
+        gemm_rs,
+        reduce_scatter,
+    )
 
     g = torch.Generator(device="cuda")
     g.manual_seed(1234 + rank)
@@ -126,8 +136,12 @@ def _impls(op: str, size: int, rank: int, w: int):
         numel = n if op in ("all_reduce", "all_gather") else n * w
         sets = [(rnd(numel),) for _ in range(ROT)]
         if op == "all_reduce":
+
             def ref(x):
-                o = x.clone(); dist.all_reduce(o); return o
+                o = x.clone()
+                dist.all_reduce(o)
+                return o
+
             nccl_sets = [(x.clone(),) for (x,) in sets]
             symm = _symm_inputs(sets, gname)
             outs = [torch.empty_like(sets[0][0])]
@@ -135,14 +149,27 @@ def _impls(op: str, size: int, rank: int, w: int):
                 ("kernels_lib one-shot", "ours", all_reduce_one_shot.solution, None),
                 ("kernels_lib two-shot", "ours", all_reduce_two_shot.solution, None),
                 ("NCCL all_reduce (in place)", "nccl", lambda x: (dist.all_reduce(x), x)[1], nccl_sets),
-                ("torch symm_mem one_shot_all_reduce", "torch", lambda x: torch.ops.symm_mem.one_shot_all_reduce(x, "sum", gname), symm),
-                ("torch symm_mem two_shot_all_reduce_out", "torch",
-                 lambda x: torch.ops.symm_mem.two_shot_all_reduce_out(x, "sum", gname, outs[0]), symm),
+                (
+                    "torch symm_mem one_shot_all_reduce",
+                    "torch",
+                    lambda x: torch.ops.symm_mem.one_shot_all_reduce(x, "sum", gname),
+                    symm,
+                ),
+                (
+                    "torch symm_mem two_shot_all_reduce_out",
+                    "torch",
+                    lambda x: torch.ops.symm_mem.two_shot_all_reduce_out(x, "sum", gname, outs[0]),
+                    symm,
+                ),
             ]
         elif op == "all_gather":
             outs = [torch.empty(n * w, dtype=torch.bfloat16, device="cuda")]
+
             def ref(x):
-                o = torch.empty(x.numel() * w, dtype=x.dtype, device=x.device); dist.all_gather_into_tensor(o, x); return o
+                o = torch.empty(x.numel() * w, dtype=x.dtype, device=x.device)
+                dist.all_gather_into_tensor(o, x)
+                return o
+
             impls = [
                 ("kernels_lib all_gather (reg)", "ours", lambda x: all_gather.solution(x, "reg"), None),
                 ("kernels_lib all_gather (tma)", "ours", lambda x: all_gather.solution(x, "tma"), None),
@@ -150,16 +177,24 @@ def _impls(op: str, size: int, rank: int, w: int):
             ]
         elif op == "reduce_scatter":
             outs = [torch.empty(n, dtype=torch.bfloat16, device="cuda")]
+
             def ref(x):
-                o = torch.empty(x.numel() // w, dtype=x.dtype, device=x.device); dist.reduce_scatter_tensor(o, x); return o
+                o = torch.empty(x.numel() // w, dtype=x.dtype, device=x.device)
+                dist.reduce_scatter_tensor(o, x)
+                return o
+
             impls = [
                 ("kernels_lib reduce_scatter", "ours", reduce_scatter.solution, None),
                 ("NCCL reduce_scatter_tensor", "nccl", lambda x: (dist.reduce_scatter_tensor(outs[0], x), outs[0])[1], None),
             ]
         else:
             outs = [torch.empty(n * w, dtype=torch.bfloat16, device="cuda")]
+
             def ref(x):
-                o = torch.empty_like(x); dist.all_to_all_single(o, x); return o
+                o = torch.empty_like(x)
+                dist.all_to_all_single(o, x)
+                return o
+
             impls = [
                 ("kernels_lib all_to_all", "ours", all_to_all.solution, None),
                 ("NCCL all_to_all_single", "nccl", lambda x: (dist.all_to_all_single(outs[0], x), outs[0])[1], None),
@@ -169,24 +204,41 @@ def _impls(op: str, size: int, rank: int, w: int):
     if op == "ag_gemm":
         sets = [(rnd(m // w, k), rnd(k, nn, scale=k**-0.5)) for _ in range(ROT)]
         full = rnd(m, k)  # random, like the inputs (zeros or garbage would time differently)
+
         def ref(a, b):
-            f = torch.empty((a.shape[0] * w, a.shape[1]), dtype=a.dtype, device=a.device); dist.all_gather_into_tensor(f, a); return f @ b
+            f = torch.empty((a.shape[0] * w, a.shape[1]), dtype=a.dtype, device=a.device)
+            dist.all_gather_into_tensor(f, a)
+            return f @ b
+
         impls = [
             ("kernels_lib ag_gemm", "ours", ag_gemm.solution, None),
             ("NCCL all_gather + matmul (unfused)", "nccl", ref, None),
-            ("torch symm_mem fused_all_gather_matmul", "torch",
-             lambda a, b: torch.ops.symm_mem.fused_all_gather_matmul(a, [b], 0, gname, return_A=False)[1][0], None),
+            (
+                "torch symm_mem fused_all_gather_matmul",
+                "torch",
+                lambda a, b: torch.ops.symm_mem.fused_all_gather_matmul(a, [b], 0, gname, return_A=False)[1][0],
+                None,
+            ),
             ("matmul alone (no communication)", "gemm", lambda a, b: torch.matmul(full, b), None),
         ]
         return sets, ref, impls
     sets = [(rnd(m, k // w), rnd(k // w, nn, scale=k**-0.5)) for _ in range(ROT)]
+
     def ref(a, b):
-        p = a @ b; o = torch.empty((p.shape[0] // w, p.shape[1]), dtype=a.dtype, device=a.device); dist.reduce_scatter_tensor(o, p); return o
+        p = a @ b
+        o = torch.empty((p.shape[0] // w, p.shape[1]), dtype=a.dtype, device=a.device)
+        dist.reduce_scatter_tensor(o, p)
+        return o
+
     impls = [
         ("kernels_lib gemm_rs", "ours", gemm_rs.solution, None),
         ("NCCL matmul + reduce_scatter (unfused)", "nccl", ref, None),
-        ("torch symm_mem fused_matmul_reduce_scatter", "torch",
-         lambda a, b: torch.ops.symm_mem.fused_matmul_reduce_scatter(a, b, "sum", 0, gname), None),
+        (
+            "torch symm_mem fused_matmul_reduce_scatter",
+            "torch",
+            lambda a, b: torch.ops.symm_mem.fused_matmul_reduce_scatter(a, b, "sum", 0, gname),
+            None,
+        ),
         ("matmul alone (no communication)", "gemm", lambda a, b: a @ b, None),
     ]
     return sets, ref, impls
@@ -248,9 +300,14 @@ def _fmt_size(op: str, s: int) -> str:
 
 def table(rows: list[dict]) -> str:
     """Markdown: one line per (op, size, our kernel), with the baselines' times and the ratios."""
-    out = ["| op | size per rank | kernel | time us (p10-p90) | host us | bus GB/s | NCCL us | x NCCL | torch symm_mem us | x torch | floor | met |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    keys = sorted({(r["op"], r["size"]) for r in rows}, key=lambda k: (list(DEFAULT_SIZES).index(k[0]) if k[0] in DEFAULT_SIZES else 99, k[1]))
+    out = [
+        "| op | size per rank | kernel | time us (p10-p90) | host us | bus GB/s | NCCL us | x NCCL | torch symm_mem us | x torch | floor | met |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    keys = sorted(
+        {(r["op"], r["size"]) for r in rows},
+        key=lambda k: (list(DEFAULT_SIZES).index(k[0]) if k[0] in DEFAULT_SIZES else 99, k[1]),
+    )
     for op, size in keys:
         group = [r for r in rows if r["op"] == op and r["size"] == size and "us" in r]
         nccl = min((r["us"] for r in group if r["kind"] == "nccl"), default=None)
@@ -261,16 +318,27 @@ def table(rows: list[dict]) -> str:
             met = ""
             if floor:
                 kind, val = floor
-                met = ("yes" if (r["us"] <= val if kind == "us" else (r.get("busbw_GBps") or 0) >= val) else "no")
+                met = "yes" if (r["us"] <= val if kind == "us" else (r.get("busbw_GBps") or 0) >= val) else "no"
                 floor_s = f"<= {val:g} us" if kind == "us" else f">= {val:g} GB/s"
             else:
                 floor_s = ""
             bw = f"{r['busbw_GBps']:.0f}" if r.get("busbw_GBps") else (f"GEMM alone {gemm:.0f} us" if gemm else "")
             ok = "" if r.get("correct", True) else " WRONG"
             us = r["us"]
-            cells = [op, _fmt_size(op, size), r["impl"].replace("kernels_lib ", "") + ok, f"{us:.1f} ({r['p10_us']:.1f}-{r['p90_us']:.1f})", f"{r.get('host_us', 0):.1f}", bw,
-                     "" if nccl is None else f"{nccl:.1f}", "" if nccl is None else f"{nccl / us:.2f}",
-                     "" if torch_t is None else f"{torch_t:.1f}", "" if torch_t is None else f"{torch_t / us:.2f}", floor_s, met]
+            cells = [
+                op,
+                _fmt_size(op, size),
+                r["impl"].replace("kernels_lib ", "") + ok,
+                f"{us:.1f} ({r['p10_us']:.1f}-{r['p90_us']:.1f})",
+                f"{r.get('host_us', 0):.1f}",
+                bw,
+                "" if nccl is None else f"{nccl:.1f}",
+                "" if nccl is None else f"{nccl / us:.2f}",
+                "" if torch_t is None else f"{torch_t:.1f}",
+                "" if torch_t is None else f"{torch_t / us:.2f}",
+                floor_s,
+                met,
+            ]
             out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
 

@@ -27,7 +27,7 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 ARCH = "-gencode=arch=compute_90a,code=sm_90a"
@@ -65,7 +65,7 @@ def nvcc() -> str:
     return path
 
 
-@lru_cache(maxsize=None)
+@cache
 def _nvcc_version(path: str) -> str:
     return subprocess.run([path, "--version"], capture_output=True, text=True).stdout
 
@@ -121,10 +121,12 @@ def compile_cubin(source: str, flags: tuple[str, ...] | list[str] = (), *, arch:
 _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 
 
-@lru_cache(maxsize=None)
+@cache
 def _libcuda():
     lib = ctypes.CDLL("libcuda.so.1")
-    lib.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 6 + [ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    lib.cuLaunchKernel.argtypes = (
+        [ctypes.c_void_p] + [ctypes.c_uint] * 6 + [ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    )
     lib.cuModuleLoadData.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p]
     lib.cuModuleGetFunction.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p]
     lib.cuFuncSetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
@@ -181,7 +183,10 @@ class Kernel:
         b = (block, 1, 1) if isinstance(block, int) else tuple(block) + (1,) * (3 - len(block))
         lib = _libcuda()
         if smem > self._smem_limit:
-            check(lib.cuFuncSetAttribute(self.func, _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem), f"{self.name}: shared memory {smem}")
+            check(
+                lib.cuFuncSetAttribute(self.func, _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
+                f"{self.name}: shared memory {smem}",
+            )
             self._smem_limit = smem
         s = current_stream() if stream is None else stream
         check(lib.cuLaunchKernel(self.func, *g, *b, smem, s, packed.argp, None), f"launch {self.name}{g}x{b}")
@@ -208,7 +213,7 @@ class Module:
             f = ctypes.c_void_p()
             code = _libcuda().cuModuleGetFunction(ctypes.byref(f), self.handle, name.encode())
             if code != 0:
-                raise LaunchError(f"no kernel named {name!r} in {self.build.path.name} (declare it extern \"C\" __global__)")
+                raise LaunchError(f'no kernel named {name!r} in {self.build.path.name} (declare it extern "C" __global__)')
             self._kernels[name] = Kernel(f.value, name)
         return self._kernels[name]
 

@@ -7,7 +7,9 @@ import typer
 
 def bench_lib(
     world_size: int = typer.Option(2, "--world-size", "-w", help="Processes, one per GPU."),
-    ops: str = typer.Option("", "--ops", help="Comma-separated subset of: all_reduce, all_gather, reduce_scatter, all_to_all, ag_gemm, gemm_rs."),
+    ops: str = typer.Option(
+        "", "--ops", help="Comma-separated subset of: all_reduce, all_gather, reduce_scatter, all_to_all, ag_gemm, gemm_rs."
+    ),
     out: str = typer.Option("runs/bench-lib", "--out", help="Folder for kernels_lib_bench.json and kernels_lib_bench_table.md."),
     quick: bool = typer.Option(False, "--quick", help="Skip messages over 64 MiB."),
 ) -> None:
@@ -45,6 +47,7 @@ def check_args(world_size: int, ops: str) -> list[str] | None:
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if gpus < world_size:
         have = "no CUDA GPU" if gpus == 0 else f"{gpus} CUDA GPU{'s' * (gpus != 1)}"
-        raise UsageError(f"bench-lib times CUDA kernels on {world_size} GPUs; this machine has {have} "
-                         f"(`pkagent doctor` shows what it has)")
+        raise UsageError(
+            f"bench-lib times CUDA kernels on {world_size} GPUs; this machine has {have} (`pkagent doctor` shows what it has)"
+        )
     return names or None

@@ -21,7 +21,12 @@ MAX_RANKS = 8  # PK_MAX_RANKS in pk/pbuf.cuh
 class PBuf(ctypes.Structure):
     """The host image of pk::pbuf<T>: 8 pointers, the multicast address, rank, world size."""
 
-    _fields_ = [("ptr", ctypes.c_uint64 * MAX_RANKS), ("mc", ctypes.c_uint64), ("rank", ctypes.c_int32), ("world", ctypes.c_int32)]
+    _fields_ = [
+        ("ptr", ctypes.c_uint64 * MAX_RANKS),
+        ("mc", ctypes.c_uint64),
+        ("rank", ctypes.c_int32),
+        ("world", ctypes.c_int32),
+    ]
 
 
 def pbuf(ptrs, rank: int, offset_bytes: int = 0, mc: int = 0) -> PBuf:

@@ -47,7 +47,9 @@ def signal_peers(flags_buf, epoch: int, base: int = 0, stream: int | None = None
     """On `stream`: after the work before it, store epoch into every peer's flag base + rank."""
     w = flags_buf.world
     if w > 1:
-        _module().pk_signal_peers(1, 32 * ((w + 30) // 32), [flags_buf.pbuf(), ctypes.c_uint32(base), ctypes.c_uint32(epoch)], stream=stream)
+        _module().pk_signal_peers(
+            1, 32 * ((w + 30) // 32), [flags_buf.pbuf(), ctypes.c_uint32(base), ctypes.c_uint32(epoch)], stream=stream
+        )
 
 
 def wait_peers(flags_buf, epoch: int, base: int = 0, stream: int | None = None, timeout_ns: int = DEFAULT_TIMEOUT_NS) -> None:
@@ -55,16 +57,23 @@ def wait_peers(flags_buf, epoch: int, base: int = 0, stream: int | None = None, 
     w = flags_buf.world
     if w > 1:
         _module().pk_wait_peers(
-            1, 32 * ((w + 30) // 32), [flags_buf.pbuf(), ctypes.c_uint32(base), ctypes.c_uint32(epoch), ctypes.c_uint64(timeout_ns)], stream=stream
+            1,
+            32 * ((w + 30) // 32),
+            [flags_buf.pbuf(), ctypes.c_uint32(base), ctypes.c_uint32(epoch), ctypes.c_uint64(timeout_ns)],
+            stream=stream,
         )
 
 
 def wait_peer(flags_buf, epoch: int, index: int, stream: int | None = None, timeout_ns: int = DEFAULT_TIMEOUT_NS) -> None:
     """On `stream`: hold the work after it until this rank's flag `index` >= epoch."""
-    _module().pk_wait_one(1, 32, [flags_buf.pbuf(), ctypes.c_uint32(index), ctypes.c_uint32(epoch), ctypes.c_uint64(timeout_ns)], stream=stream)
+    _module().pk_wait_one(
+        1, 32, [flags_buf.pbuf(), ctypes.c_uint32(index), ctypes.c_uint32(epoch), ctypes.c_uint64(timeout_ns)], stream=stream
+    )
 
 
 def signal_peer(flags_buf, epoch: int, to: int, index: int | None = None, stream: int | None = None) -> None:
     """On `stream`: store epoch into rank `to`'s flag `index` (default: this rank's number)."""
     i = flags_buf.rank if index is None else index
-    _module().pk_signal_one(1, 32, [flags_buf.pbuf(), ctypes.c_int32(to), ctypes.c_uint32(i), ctypes.c_uint32(epoch)], stream=stream)
+    _module().pk_signal_one(
+        1, 32, [flags_buf.pbuf(), ctypes.c_int32(to), ctypes.c_uint32(i), ctypes.c_uint32(epoch)], stream=stream
+    )

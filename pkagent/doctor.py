@@ -120,9 +120,7 @@ def _gpus() -> dict[str, Any]:
 
 
 def _nvcc() -> dict[str, Any]:
-    path = shutil.which("nvcc") or next(
-        (p for p in ("/usr/local/cuda/bin/nvcc",) if os.path.exists(p)), None
-    )
+    path = shutil.which("nvcc") or next((p for p in ("/usr/local/cuda/bin/nvcc",) if os.path.exists(p)), None)
     if not path:
         return {"path": None, "version": None, "note": "nvcc not found: CUDA candidates cannot be built here"}
     out = _run([path, "--version"]) or ""
@@ -192,8 +190,12 @@ def render(r: dict[str, Any]) -> None:
         t.add_row(f"  {i} <-> {j}", f"peer access {'yes' if p['peer_access'] else 'NO'}, {p['link']}")
     nv = r["nvcc"]
     t.add_row("nvcc", f"{nv['version']} ({nv['path']})" if nv["path"] else nv["note"])
-    t.add_row("bwrap", f"{r['bwrap']}: the sandbox isolates commands (isolation auto = bwrap)" if not r["bwrap_problem"]
-              else f"{r['bwrap_problem']}: isolation auto runs the agent's commands unisolated")
+    t.add_row(
+        "bwrap",
+        f"{r['bwrap']}: the sandbox isolates commands (isolation auto = bwrap)"
+        if not r["bwrap_problem"]
+        else f"{r['bwrap_problem']}: isolation auto runs the agent's commands unisolated",
+    )
     mc = r["multicast"]
     sup = {True: "supported", False: "not supported", None: "unknown"}[mc["supported"]]
     off = ", ".join(mc["disabled_by_environment"])

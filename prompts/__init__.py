@@ -26,8 +26,14 @@ WORKED_EXAMPLES = ("all_reduce_one_shot.py", "reduce_scatter.py")
 def _env() -> Any:
     import jinja2
 
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(PROMPTS_DIR)), undefined=jinja2.StrictUndefined,
-                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(PROMPTS_DIR)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
 
 
 def render(template: str, **context: Any) -> str:
@@ -58,8 +64,9 @@ def worked_example(problem_id: str) -> dict[str, str] | None:
     return None
 
 
-def task_context(problem: Any, hardware: Any, *, world_size: int, device: str, size: float = 1.0,
-                 actions: str = "tools") -> dict[str, Any]:
+def task_context(
+    problem: Any, hardware: Any, *, world_size: int, device: str, size: float = 1.0, actions: str = "tools"
+) -> dict[str, Any]:
     """Everything the templates use, from an eval.problem.Problem and a HardwareProfile."""
     from eval.suites import describe_inputs, is_pkb, signature
 
@@ -75,11 +82,20 @@ def task_context(problem: Any, hardware: Any, *, world_size: int, device: str, s
         sig, inputs = f"solution{inspect.signature(problem.reference)}", ""
     return {
         "problem": {
-            "id": meta.id, "name": meta.name, "category": meta.category, "description": problem.description,
+            "id": meta.id,
+            "name": meta.name,
+            "category": meta.category,
+            "description": problem.description,
             "source": f"{meta.source_repo}: {meta.source_file} ({meta.source_function})",
-            "dtype": meta.dtype, "peer_memory": meta.peer_memory, "cpu_note": meta.cpu_note,
-            "reference_source": source, "signature": sig, "suite": "pkb" if pkb else "pkagent", "inputs": inputs,
-            "atol": meta.atol, "rtol": meta.rtol,
+            "dtype": meta.dtype,
+            "peer_memory": meta.peer_memory,
+            "cpu_note": meta.cpu_note,
+            "reference_source": source,
+            "signature": sig,
+            "suite": "pkb" if pkb else "pkagent",
+            "inputs": inputs,
+            "atol": meta.atol,
+            "rtol": meta.rtol,
         },
         "hw": hardware.model_dump(),
         "world_size": world_size,
@@ -106,9 +122,17 @@ def _fill(text: str, values: dict[str, str], where: str) -> str:
     return text.format(**values)
 
 
-def prompt_from_file(path: str | Path, ctx: dict[str, Any], *, checkout: Path | None = None, option: str = "generate_kernel",
-                     backend: str = "cuda", precision: str = "bf16", hardware: str | None = None,
-                     target: str = "") -> tuple[str | None, str]:
+def prompt_from_file(
+    path: str | Path,
+    ctx: dict[str, Any],
+    *,
+    checkout: Path | None = None,
+    option: str = "generate_kernel",
+    backend: str = "cuda",
+    precision: str = "bf16",
+    hardware: str | None = None,
+    target: str = "",
+) -> tuple[str | None, str]:
     """(system, user) messages of a zero-shot prompt taken from the user's file, read now.
 
     A `.toml` file is read as ParallelKernelBench's prompts.toml: the user message joins the
@@ -141,10 +165,15 @@ def prompt_from_file(path: str | Path, ctx: dict[str, Any], *, checkout: Path | 
     if back is None or prec is None:
         raise ValueError(f"{path}: no [backends.{backend}] or [precision.{precision}]")
     templates = cfg.get("templates") or {}
-    blocks = {**{k: v for table in templates.values() if isinstance(table, dict) for k, v in table.items()},
-              **(cfg.get("shared") or {})}
-    values = {"backend_display": back.get("backend_display", backend), "precision_display": prec.get("precision_display", precision),
-              "ref_arch_src": ctx["problem"]["reference_source"] + "\n"}
+    blocks = {
+        **{k: v for table in templates.values() if isinstance(table, dict) for k, v in table.items()},
+        **(cfg.get("shared") or {}),
+    }
+    values = {
+        "backend_display": back.get("backend_display", backend),
+        "precision_display": prec.get("precision_display", precision),
+        "ref_arch_src": ctx["problem"]["reference_source"] + "\n",
+    }
     hw_body = ""
     if hardware:
         profile = (cfg.get("hardware_profiles") or {}).get(hardware)
@@ -161,11 +190,19 @@ def prompt_from_file(path: str | Path, ctx: dict[str, Any], *, checkout: Path | 
         entries = []
         for i, ex in enumerate(examples):
             base = checkout or path.parent
-            entry = {**values, "example_label": str(ex.get("label") or f"Example {i + 1}"),
-                     "input_code": (base / ex["pytorch_solution"]).read_text(encoding="utf-8"),
-                     "output_code": (base / ex["custom_solution"]).read_text(encoding="utf-8")}
-            entries.append(_fill(blocks.get("example_entry_template", "{input_code}\n\n{output_code}"), entry,
-                                 f"{path}: example_entry_template"))
+            entry = {
+                **values,
+                "example_label": str(ex.get("label") or f"Example {i + 1}"),
+                "input_code": (base / ex["pytorch_solution"]).read_text(encoding="utf-8"),
+                "output_code": (base / ex["custom_solution"]).read_text(encoding="utf-8"),
+            }
+            entries.append(
+                _fill(
+                    blocks.get("example_entry_template", "{input_code}\n\n{output_code}"),
+                    entry,
+                    f"{path}: example_entry_template",
+                )
+            )
         values["examples_entries"] = "\n\n".join(entries)
     parts = []
     for name in spec["components"]:

@@ -21,8 +21,7 @@ import time
 from pathlib import Path
 
 from configs import SandboxConfig
-from sandbox import (TIMEOUT_EXIT_CODE, ExecResult, OutputClip, SandboxError, WorkdirSandbox, allowed_env,
-                     process_alive)
+from sandbox import TIMEOUT_EXIT_CODE, ExecResult, OutputClip, SandboxError, WorkdirSandbox, allowed_env, process_alive
 
 LABEL = "pkagent.sandbox"
 OWNER = "pkagent.owner"  # "hostname:pid" of the process that opened it
@@ -160,5 +159,3 @@ def prune(everything: bool = False) -> list[str]:
             _remove(container)
             removed.append(container.name)
     return removed
-
-

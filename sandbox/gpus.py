@@ -1,8 +1,8 @@
 """The GPU pool: each sample gets a disjoint set of GPUs, NVLink-joined where the topology allows.
 
-    pool = GpuPool.from_machine()        # or GpuPool(topology) with a matrix of NVLink counts
-    with pool.acquire(2) as gpus:        # blocks until two GPUs are free; [] for acquire(0)
-        ...                              # the GPUs go back on exit, whatever the exit
+pool = GpuPool.from_machine()        # or GpuPool(topology) with a matrix of NVLink counts
+with pool.acquire(2) as gpus:        # blocks until two GPUs are free; [] for acquire(0)
+    ...                              # the GPUs go back on exit, whatever the exit
 """
 
 from __future__ import annotations

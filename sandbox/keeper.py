@@ -16,10 +16,10 @@ was ended before the command exited). Standard library only, started without sit
 
 from __future__ import annotations
 
+import _signal as signal  # the C module: no enum import, a faster start
 import ctypes
 import os
 import select
-import _signal as signal  # the C module: no enum import, a faster start
 import sys
 
 PR_SET_PDEATHSIG = 1
@@ -43,7 +43,7 @@ def descendants(root: int) -> list[int]:
                 stat = f.read()
         except OSError:
             continue
-        fields = stat[stat.rindex(b")") + 2:].split()
+        fields = stat[stat.rindex(b")") + 2 :].split()
         if fields[0] != b"Z":
             parent[int(name)] = int(fields[1])
     below, frontier = [], [root]

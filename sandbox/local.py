@@ -138,8 +138,12 @@ def bwrap_problem() -> str | None:
     if not shutil.which("bwrap"):
         return "bubblewrap is not installed (apt-get install bubblewrap)"
     try:
-        out = subprocess.run(["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"],
-                             capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"bubblewrap does not run here: {e}"
     if out.returncode != 0:
@@ -163,9 +167,12 @@ def resolve_isolation(isolation: str) -> str:
 @functools.cache
 def _warn_none(why: str) -> None:
     user = os.environ.get("USER") or str(os.getuid())
-    print(f"pkagent: warning: {why}. The agent's commands run as user {user} with this machine's network and every "
-          f"file that user may read or write (keys in files, ~/.ssh, other runs); only the environment is filtered. "
-          f"Install bubblewrap or use the docker backend.", file=sys.stderr)
+    print(
+        f"pkagent: warning: {why}. The agent's commands run as user {user} with this machine's network and every "
+        f"file that user may read or write (keys in files, ~/.ssh, other runs); only the environment is filtered. "
+        f"Install bubblewrap or use the docker backend.",
+        file=sys.stderr,
+    )
 
 
 def _pump(fd: int, clip: OutputClip) -> None:

@@ -75,8 +75,9 @@ class Progress:
         return time.monotonic() - self.last
 
 
-def wait_until(done: Callable[[], bool], *, proc: subprocess.Popen | None = None, watch: Iterable[Path | str] = (),
-               quiet_s: float = 120) -> bool:
+def wait_until(
+    done: Callable[[], bool], *, proc: subprocess.Popen | None = None, watch: Iterable[Path | str] = (), quiet_s: float = 120
+) -> bool:
     """Wait until `done()`; give up (False) when `proc` has exited or nothing changed under `watch`
     for `quiet_s` seconds."""
     progress = Progress(watch)
@@ -87,14 +88,27 @@ def wait_until(done: Callable[[], bool], *, proc: subprocess.Popen | None = None
     return True
 
 
-def run(cmd: list[str], *, quiet_s: float = 120, watch: Iterable[Path | str] = (), text: bool = False,
-        input: str | bytes | None = None, **kw) -> subprocess.CompletedProcess:
+def run(
+    cmd: list[str],
+    *,
+    quiet_s: float = 120,
+    watch: Iterable[Path | str] = (),
+    text: bool = False,
+    input: str | bytes | None = None,
+    **kw,
+) -> subprocess.CompletedProcess:
     """subprocess.run(cmd, capture_output=True) that kills the command's process group only after it
     has printed nothing and written nothing under `watch` for `quiet_s` seconds (then raises
     subprocess.TimeoutExpired with what it printed)."""
     kw.pop("capture_output", None)
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, **kw)
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        **kw,
+    )
     progress = Progress(watch)
     chunks: dict[str, list[bytes]] = {"out": [], "err": []}
 
@@ -103,8 +117,9 @@ def run(cmd: list[str], *, quiet_s: float = 120, watch: Iterable[Path | str] = (
             into.append(block)
             progress.poke()
 
-    readers = [threading.Thread(target=pump, args=(s, chunks[k]), daemon=True)
-               for k, s in (("out", proc.stdout), ("err", proc.stderr))]
+    readers = [
+        threading.Thread(target=pump, args=(s, chunks[k]), daemon=True) for k, s in (("out", proc.stdout), ("err", proc.stderr))
+    ]
     for r in readers:
         r.start()
     if input is not None:

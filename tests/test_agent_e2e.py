@@ -42,8 +42,13 @@ def files_containing(root: Path, needle: str) -> list[str]:
 def test_scripted_agent_solves_all_reduce_on_cpu(server, tmp_path, provider):
     spec, var, suffix = SPECS[provider]
     turns = solving_turns()
-    snoop = Say("Checking the environment.", [("bash", {"command": f"env | sort > env.txt; echo key=${var}"})],
-                input=200, cached=3000, output=20)
+    snoop = Say(
+        "Checking the environment.",
+        [("bash", {"command": f"env | sort > env.txt; echo key=${var}"})],
+        input=200,
+        cached=3000,
+        output=20,
+    )
     server.push(turns[0], snoop, *turns[1:])
     out = tmp_path / "run"
     cfg = make_config(FAST, problem="all_reduce", model=spec, base_url=server.url + suffix, device="cpu", world_size=2)
@@ -93,8 +98,13 @@ def test_zero_shot_candidate_is_checked(server, tmp_path):
 def test_demo_replays_the_shipped_transcript(tmp_path):
     """`pkagent demo`: no key, no GPU; the real sandbox and checker; says where its files are."""
     env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}
-    out = deadlines.run([sys.executable, "-m", "pkagent", "demo", "--out", str(tmp_path / "demo")],
-                        text=True, env=env, cwd=tmp_path, watch=[tmp_path / "demo"])
+    out = deadlines.run(
+        [sys.executable, "-m", "pkagent", "demo", "--out", str(tmp_path / "demo")],
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        watch=[tmp_path / "demo"],
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     result = json.loads((tmp_path / "demo" / "result.json").read_text())
     assert result["correct"] and result["status"] == "submitted" and result["cost_usd"] == 0
@@ -119,14 +129,37 @@ def test_replay_past_its_end_is_a_model_error(tmp_path):
 
 def test_transcript_survives_kill_9(server, tmp_path):
     spec, var, suffix = SPECS["anthropic"]
-    server.push(Say("first", [("bash", {"command": "echo one"})]), Say("second", [("bash", {"command": "echo two"})]),
-                Slow(60, Say("never")))
+    server.push(
+        Say("first", [("bash", {"command": "echo one"})]),
+        Say("second", [("bash", {"command": "echo two"})]),
+        Slow(60, Say("never")),
+    )
     out = tmp_path / "killed"
     env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}
     env[var] = server.api_key
-    proc = subprocess.Popen([sys.executable, "-m", "pkagent", "solve", "--problem", "all_reduce", "--model", spec,
-                             "--base-url", server.url + suffix, "--device", "cpu", "--out", str(out), *FAST],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pkagent",
+            "solve",
+            "--problem",
+            "all_reduce",
+            "--model",
+            spec,
+            "--base-url",
+            server.url + suffix,
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+            *FAST,
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     deadlines.wait_until(lambda: len(server.requests) >= 3, proc=proc, watch=[out])
     assert len(server.requests) == 3, proc.stderr.read().decode() if proc.poll() is not None else "no third request"
     os.kill(proc.pid, signal.SIGKILL)
@@ -144,15 +177,17 @@ def test_transcript_survives_kill_9(server, tmp_path):
 def test_view_prints_and_writes_html(tmp_path):
     transcript = ROOT / "examples/all_reduce_cpu/transcript.jsonl"
     page = tmp_path / "run.html"
-    out = subprocess.run([sys.executable, "-m", "pkagent", "view", str(transcript), "--html", str(page)],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "pkagent", "view", str(transcript), "--html", str(page)], capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stderr
     assert "check (trusted)" in out.stdout and "submitted" in out.stdout and "dtype torch.float32" in out.stdout
     html = page.read_text()
     assert html.lstrip().lower().startswith("<!doctype html") and "check (trusted)" in html
     assert "<script src" not in html and "<link" not in html  # self-contained
-    missing = subprocess.run([sys.executable, "-m", "pkagent", "view", str(tmp_path / "none.jsonl")],
-                             capture_output=True, text=True)
+    missing = subprocess.run(
+        [sys.executable, "-m", "pkagent", "view", str(tmp_path / "none.jsonl")], capture_output=True, text=True
+    )
     assert missing.returncode == 2 and missing.stderr.strip().count("\n") == 0 and "transcript not found" in missing.stderr
 
 
@@ -165,9 +200,24 @@ def test_solve_cli_bad_input_is_one_line_exit_2(tmp_path, monkeypatch):
         (["--model", "openai:gpt-5", "agent.step_limt=3"], "agent.step_limt: unknown key"),
     ]
     for args, words in cases:
-        out = subprocess.run([sys.executable, "-m", "pkagent", "solve", "--problem", "all_reduce", "--device", "cpu",
-                              "--out", str(tmp_path / "x"), *args], capture_output=True, text=True,
-                             env={**env, "OPENAI_API_KEY": "sk-present-but-unused"} if "openai:gpt-5" in args else env)
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pkagent",
+                "solve",
+                "--problem",
+                "all_reduce",
+                "--device",
+                "cpu",
+                "--out",
+                str(tmp_path / "x"),
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            env={**env, "OPENAI_API_KEY": "sk-present-but-unused"} if "openai:gpt-5" in args else env,
+        )
         assert out.returncode == 2, (args, out.stderr)
         assert words in out.stderr and out.stderr.strip().count("\n") == 0, out.stderr
     assert not (tmp_path / "x").exists()

@@ -30,8 +30,15 @@ def server(monkeypatch):
 
 def run(server, out, *overrides, provider="openai", mode="agent"):
     spec, _, suffix = SPECS[provider]
-    cfg = make_config(FAST + list(overrides), problem="all_reduce", model=spec, base_url=server.url + suffix,
-                      mode=mode, device="cpu", world_size=2)
+    cfg = make_config(
+        FAST + list(overrides),
+        problem="all_reduce",
+        model=spec,
+        base_url=server.url + suffix,
+        mode=mode,
+        device="cpu",
+        world_size=2,
+    )
     result = solve(cfg, out)
     return result, read(out / "transcript.jsonl")
 
@@ -66,8 +73,7 @@ def test_wall_time_limit_cuts_the_command_and_ends_the_run(server, tmp_path):
 
 
 def test_repeated_format_errors_end_the_run(server, tmp_path):
-    server.push(Say("I think the answer is 42."), Say("", [("frobnicate", {})]), Say("", [("bash", {})]),
-                Say("still talking"))
+    server.push(Say("I think the answer is 42."), Say("", [("frobnicate", {})]), Say("", [("bash", {})]), Say("still talking"))
     result, tr = run(server, tmp_path / "r", "agent.max_format_errors=3")
     assert result.status == "format_error" and result.steps == 3
     assert [e["count"] for e in events(tr, "format_error")] == [1, 2, 3]
@@ -78,8 +84,13 @@ def test_repeated_format_errors_end_the_run(server, tmp_path):
 
 
 def test_a_valid_action_resets_the_format_error_count(server, tmp_path):
-    server.push(Say("hmm"), Say("", [("bash", {"command": "echo ok"})]), Say("hmm"),
-                Say("", [("bash", {"command": "echo ok"})]), Say("", [("submit", {})]))
+    server.push(
+        Say("hmm"),
+        Say("", [("bash", {"command": "echo ok"})]),
+        Say("hmm"),
+        Say("", [("bash", {"command": "echo ok"})]),
+        Say("", [("submit", {})]),
+    )
     result, tr = run(server, tmp_path / "r", "agent.max_format_errors=2")
     assert result.status == "submitted" and result.steps == 5
     assert "no solution.py to score" in result.message and result.check is None
@@ -87,9 +98,11 @@ def test_a_valid_action_resets_the_format_error_count(server, tmp_path):
 
 @pytest.mark.parametrize("provider", ["anthropic", "google"])
 def test_text_mode_one_bash_block_per_reply(server, tmp_path, provider):
-    server.push(Say("Two blocks:\n```bash\nls\n```\n```bash\npwd\n```"),
-                Say("Listing.\n```bash\necho from-text-mode\n```"),
-                Say("Done.\n```bash\nsubmit\n```"))
+    server.push(
+        Say("Two blocks:\n```bash\nls\n```\n```bash\npwd\n```"),
+        Say("Listing.\n```bash\necho from-text-mode\n```"),
+        Say("Done.\n```bash\nsubmit\n```"),
+    )
     result, tr = run(server, tmp_path / "r", "agent.actions=text", provider=provider)
     assert result.status == "submitted" and result.steps == 3
     assert [e["output"] for e in events(tr, "observation")] == ["from-text-mode\n"]
@@ -135,17 +148,30 @@ def test_prompts_render_strictly_with_the_problem_and_hardware():
     hw = load_hardware("h200_2")
     ctx = task_context(load_problem("all_reduce"), hw, world_size=2, device="cuda", size=1.0, actions="tools")
     task = render("task.j2", **ctx)
-    for needed in ("def reference(x)", "solution(x)", "394", "NVLink multicast", "--perf", "roofline",
-                   "deadlock", "partitioning", "copy engine", "Intra- vs inter-SM", "kl.load",
-                   (ROOT / "kernels_lib" / "README.md").read_text().strip()[:200]):
+    for needed in (
+        "def reference(x)",
+        "solution(x)",
+        "394",
+        "NVLink multicast",
+        "--perf",
+        "roofline",
+        "deadlock",
+        "partitioning",
+        "copy engine",
+        "Intra- vs inter-SM",
+        "kl.load",
+        (ROOT / "kernels_lib" / "README.md").read_text().strip()[:200],
+    ):
         assert needed in task, needed
     # the worked example is a kernels_lib reference kernel, never one that solves this problem
     assert ctx["example"]["source"] in task and "eval/problems/all_reduce.py" not in ctx["example"]["source"]
     other = task_context(load_problem("all_gather"), hw, world_size=2, device="cuda", size=1.0, actions="text")
     assert other["example"]["path"] == "kernels_lib/examples/all_reduce_one_shot.py"
     assert "bash" in render("system.j2", **ctx) and "fresh shell" in render("system.j2", **ctx)
-    cpu = render("task.j2", **{**ctx, "device": "cpu", "size": 0.001,
-                               "check_command": "pkagent check solution.py --problem all_reduce --device cpu"})
+    cpu = render(
+        "task.j2",
+        **{**ctx, "device": "cpu", "size": 0.001, "check_command": "pkagent check solution.py --problem all_reduce --device cpu"},
+    )
     assert "gloo" in cpu and "kl.load" not in cpu and "--device cpu" in cpu
     del ctx["hw"]
     with pytest.raises(jinja2.UndefinedError):

@@ -28,8 +28,9 @@ def events(transcript, kind):
 
 
 def test_commands_run_in_order_and_their_results_go_back_to_the_model(tmp_path):
-    outcome, model, box, tr = run(tmp_path, [bash("echo hi"), bash("false"), submit()],
-                                  respond=lambda c, files: ("hi\n", 0) if c == "echo hi" else ("", 1))
+    outcome, model, box, tr = run(
+        tmp_path, [bash("echo hi"), bash("false"), submit()], respond=lambda c, files: ("hi\n", 0) if c == "echo hi" else ("", 1)
+    )
     assert (outcome.status, outcome.steps) == ("submitted", 3)
     assert box.commands == ["echo hi", "false"]
     # the second request carries the first command's result as the tool message answering its call
@@ -77,8 +78,13 @@ def test_a_valid_action_resets_the_format_error_count(tmp_path):
 
 
 def test_an_unknown_tool_and_a_bad_argument_get_an_error_result_each(tmp_path):
-    reply = Reply(tool_calls=[ToolCall(id="x", name="python", arguments={}), ToolCall(id="y", name="bash", arguments={"command": 3}),
-                              ToolCall(id="z", name="bash", arguments={"command": "ls"})])
+    reply = Reply(
+        tool_calls=[
+            ToolCall(id="x", name="python", arguments={}),
+            ToolCall(id="y", name="bash", arguments={"command": 3}),
+            ToolCall(id="z", name="bash", arguments={"command": "ls"}),
+        ]
+    )
     outcome, model, box, tr = run(tmp_path, [reply, submit()])
     results = {m["tool_call_id"]: m["content"] for m in model.sent[1] if m["role"] == "tool"}
     assert results["x"] == "Error: unknown tool 'python': the tools are bash and submit"
@@ -89,16 +95,20 @@ def test_an_unknown_tool_and_a_bad_argument_get_an_error_result_each(tmp_path):
 
 
 def test_text_actions_need_exactly_one_bash_block(tmp_path):
-    replies = [Reply(text="```bash\nls\n```"), Reply(text="```bash\nls\n```\n```bash\npwd\n```"),
-               Reply(text="done\n```bash\nsubmit\n```")]
+    replies = [
+        Reply(text="```bash\nls\n```"),
+        Reply(text="```bash\nls\n```\n```bash\npwd\n```"),
+        Reply(text="done\n```bash\nsubmit\n```"),
+    ]
     outcome, model, box, tr = run(tmp_path, replies, actions="text")
     assert outcome.status == "submitted" and box.commands == ["ls"]
     assert model.sent[1][-1] == {"role": "user", "content": "exit code 0\n(no output)"}
     assert "found 2 fenced bash blocks" in model.sent[2][-1]["content"]
 
 
-@pytest.mark.parametrize("kind, status", [("context_length", "context_length"), ("auth", "model_error"),
-                                          ("unavailable", "model_error")])
+@pytest.mark.parametrize(
+    "kind, status", [("context_length", "context_length"), ("auth", "model_error"), ("unavailable", "model_error")]
+)
 def test_a_model_error_ends_the_run_with_its_status(tmp_path, kind, status):
     outcome, *_ = run(tmp_path, [bash("ls"), ModelError("the service says no", kind)])
     assert outcome.status == status and outcome.message == "the service says no" and outcome.steps == 1
@@ -106,8 +116,11 @@ def test_a_model_error_ends_the_run_with_its_status(tmp_path, kind, status):
 
 def test_the_agents_own_checks_are_recorded(tmp_path):
     result = {"status": "incorrect", "ok": False}
-    outcome, _, _, tr = run(tmp_path, [bash("pkagent check solution.py --problem all_reduce"), bash("echo {}"), submit()],
-                            respond=lambda c, files: ("building\n" + json.dumps(result) + "\n", 1))
+    outcome, _, _, tr = run(
+        tmp_path,
+        [bash("pkagent check solution.py --problem all_reduce"), bash("echo {}"), submit()],
+        respond=lambda c, files: ("building\n" + json.dumps(result) + "\n", 1),
+    )
     assert [e["result"] for e in events(tr, "check")] == [result]  # `echo {}` is not a check
     assert all(e["source"] == "agent" for e in events(tr, "check"))
 

@@ -35,8 +35,15 @@ def test_transient_errors_are_retried_until_a_reply(server, provider):
     model = client(server, provider)
     retries = []
     model.on_retry = lambda n, wait, err: retries.append((n, wait, err))
-    server.push(Fail(429, retry_after=0.4), Fail(500), Fail(529), Fail(503), Garbage(), Slow(2.0),
-                Say("ok", [("bash", {"command": "ls"})]))
+    server.push(
+        Fail(429, retry_after=0.4),
+        Fail(500),
+        Fail(529),
+        Fail(503),
+        Garbage(),
+        Slow(2.0),
+        Say("ok", [("bash", {"command": "ls"})]),
+    )
     reply = model.query(TASK, TOOLS)
     assert [c.name for c in reply.tool_calls] == ["bash"] and reply.tool_calls[0].arguments == {"command": "ls"}
     assert [r["answer"] for r in server.requests] == ["Fail", "Fail", "Fail", "Fail", "Garbage", "Slow", "Say"]
@@ -102,9 +109,14 @@ def test_history_with_tool_results_is_well_formed_for_each_provider(server):
         model = client(server, provider)
         server.push(Say("two", [("bash", {"command": "ls"}), ("bash", {"command": "pwd"})]), Say("done"))
         reply = model.query(TASK, TOOLS)
-        history = TASK + [reply.message()] + [
-            {"role": "tool", "tool_call_id": c.id, "name": c.name, "content": f"out {i}"} for i, c in enumerate(reply.tool_calls)
-        ]
+        history = (
+            TASK
+            + [reply.message()]
+            + [
+                {"role": "tool", "tool_call_id": c.id, "name": c.name, "content": f"out {i}"}
+                for i, c in enumerate(reply.tool_calls)
+            ]
+        )
         assert model.query(history, TOOLS).text == "done"
 
 
@@ -145,12 +157,18 @@ def test_sdks_are_imported_only_by_the_client_that_needs_them():
     import subprocess
     import sys
 
-    code = ("import sys, agent.cli, agent.solve, agent.loop; from agent.models import get_model; "
-            "before = {m.split('.')[0] for m in sys.modules}; get_model('anthropic:claude-haiku-4-5'); "
-            "after = {m.split('.')[0] for m in sys.modules}; "
-            "print(sorted(p for p in ('openai', 'anthropic', 'google') if p in before), "
-            "sorted(p for p in ('openai', 'anthropic', 'google') if p in after))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={"ANTHROPIC_API_KEY": "sk-ant-test-000000", "PATH": "/usr/bin:/bin"})
+    code = (
+        "import sys, agent.cli, agent.solve, agent.loop; from agent.models import get_model; "
+        "before = {m.split('.')[0] for m in sys.modules}; get_model('anthropic:claude-haiku-4-5'); "
+        "after = {m.split('.')[0] for m in sys.modules}; "
+        "print(sorted(p for p in ('openai', 'anthropic', 'google') if p in before), "
+        "sorted(p for p in ('openai', 'anthropic', 'google') if p in after))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={"ANTHROPIC_API_KEY": "sk-ant-test-000000", "PATH": "/usr/bin:/bin"},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[] ['anthropic']"

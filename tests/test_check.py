@@ -6,9 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import deadlines
+import pytest
 
 from eval.check import UsageError, check
 
@@ -151,12 +150,24 @@ def test_cli_exit_codes_and_last_line_json(tmp_path):
     def pk(*args):
         return subprocess.run([sys.executable, "-m", "pkagent", *args], capture_output=True, text=True, cwd=tmp_path)
 
-    ok = pk("check", str(CANDIDATES / "honest.py"), "--problem", "all_reduce", "--device", "cpu", "--size", "0.001", "--trials", "2")
+    ok = pk(
+        "check", str(CANDIDATES / "honest.py"), "--problem", "all_reduce", "--device", "cpu", "--size", "0.001", "--trials", "2"
+    )
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout.strip().splitlines()[-1])["status"] == "correct"
     assert "status: correct" in ok.stdout
 
-    bad = pk("check", str(CANDIDATES / "wrong_on_one_rank.py"), "--problem", "all_reduce", "--device", "cpu", "--size", "0.001", "--json")
+    bad = pk(
+        "check",
+        str(CANDIDATES / "wrong_on_one_rank.py"),
+        "--problem",
+        "all_reduce",
+        "--device",
+        "cpu",
+        "--size",
+        "0.001",
+        "--json",
+    )
     assert bad.returncode == 1
     assert len(bad.stdout.strip().splitlines()) == 1 and json.loads(bad.stdout)["status"] == "incorrect"
 
@@ -172,7 +183,9 @@ def test_variable_size_problems_time_cleanly(tmp_path, problem):
 
     path = tmp_path / "c.py"
     path.write_text(candidate_source(load_problem(problem)))
-    r = check(path, problem, world_size=2, device="cpu", size=1 / 256, trials=2, timeout=deadlines.scaled(60), perf=True, batches=3)
+    r = check(
+        path, problem, world_size=2, device="cpu", size=1 / 256, trials=2, timeout=deadlines.scaled(60), perf=True, batches=3
+    )
     assert r.status == "correct", (r.message, r.log_tail[-1500:])
     assert r.perf is not None
 
@@ -189,14 +202,25 @@ PKB = Path(__file__).parent / "fixtures" / "pkb"
     ],
 )
 def test_parallelkernelbench_suite(problem, candidate, status):
-    r = check(PKB / "solutions" / f"{candidate}.py", problem, suite=f"pkb:{PKB}", world_size=2, device="cpu",
-              size=1 / 64, trials=2, timeout=deadlines.scaled(60), perf=status == "correct")
+    r = check(
+        PKB / "solutions" / f"{candidate}.py",
+        problem,
+        suite=f"pkb:{PKB}",
+        world_size=2,
+        device="cpu",
+        size=1 / 64,
+        trials=2,
+        timeout=deadlines.scaled(60),
+        perf=status == "correct",
+    )
     assert r.status == status, (r.message, r.log_tail[-800:])
     if status == "correct":
         assert r.perf is not None and r.perf.roofline_ms is None
 
 
 def test_parallelkernelbench_listing():
-    out = subprocess.run([sys.executable, "-m", "pkagent", "problems", "--suite", f"pkb:{PKB}", "--json"], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "pkagent", "problems", "--suite", f"pkb:{PKB}", "--json"], capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stderr
     assert [p["id"] for p in json.loads(out.stdout)] == ["1_all_reduce_sum", "2_allgather_linear"]

@@ -8,9 +8,8 @@ import socket
 import threading
 from pathlib import Path
 
-import pytest
-
 import deadlines
+import pytest
 
 from eval.check import check
 from eval.confine import bwrap_works

@@ -9,9 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 import deadlines
+import pytest
 
 CANDIDATES = Path(__file__).parent / "candidates"
 
@@ -35,9 +34,28 @@ def started_by(marker: str) -> list[int]:
 @pytest.mark.parametrize("confine", ["none", "auto"])
 def test_no_process_outlives_a_killed_check(tmp_path, sig, confine):
     env = dict(os.environ, TMPDIR=str(tmp_path))
-    proc = subprocess.Popen([sys.executable, "-m", "pkagent", "check", str(CANDIDATES / "escapes_and_hangs.py"), "--problem", "all_reduce",
-                             "--device", "cpu", "--size", "0.001", "--timeout", "600", "--confine", confine],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pkagent",
+            "check",
+            str(CANDIDATES / "escapes_and_hangs.py"),
+            "--problem",
+            "all_reduce",
+            "--device",
+            "cpu",
+            "--size",
+            "0.001",
+            "--timeout",
+            "600",
+            "--confine",
+            confine,
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + deadlines.scaled(240)
     # wait until the candidate's escaped child is up on both ranks (it writes a file each)
     while len(list(tmp_path.glob("pkagent-check-*/run/tmp/escaped-*"))) + len(list(tmp_path.glob("escaped-*"))) < 2:

@@ -44,7 +44,14 @@ def test_overrides_nested_and_typed(tmp_path):
 @pytest.mark.parametrize(
     "text, overrides, expect",
     [
-        (GOOD + "bogus: 1\n", [], ["exp.yaml: bogus: unknown key", "expected one of: world_size, device, size, hardware, agent, sandbox, check, pkb, name, problems,"]),
+        (
+            GOOD + "bogus: 1\n",
+            [],
+            [
+                "exp.yaml: bogus: unknown key",
+                "expected one of: world_size, device, size, hardware, agent, sandbox, check, pkb, name, problems,",
+            ],
+        ),
         (GOOD.replace("step_limit: 10", "step_limt: 10"), [], ["agent.step_limt: unknown key", "step_limit"]),
         (GOOD.replace("step_limit: 10", "step_limit: forty"), [], ["agent.step_limit: expected a valid integer", "'forty'"]),
         (GOOD, ["agent.step_limit=many"], ["agent.step_limit: expected a valid integer"]),

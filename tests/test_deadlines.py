@@ -11,8 +11,9 @@ import pytest
 
 def test_a_command_that_keeps_printing_outlives_its_quiet_limit():
     t = time.monotonic()
-    out = deadlines.run([sys.executable, "-uc", "import time\nfor i in range(6): print(i); time.sleep(0.5)"],
-                        quiet_s=1.5, text=True)
+    out = deadlines.run(
+        [sys.executable, "-uc", "import time\nfor i in range(6): print(i); time.sleep(0.5)"], quiet_s=1.5, text=True
+    )
     assert out.returncode == 0 and out.stdout.split() == [str(i) for i in range(6)]
     assert time.monotonic() - t > 2.5
 

@@ -17,13 +17,15 @@ def run_raising(body: str, *args: str, env: dict | None = None) -> subprocess.Co
     code = (
         "import sys, errno, configs.errors as E\n"
         "from pkagent import cli\n"
-        "def x():\n"
-        + "".join(f"    {line}\n" for line in body.splitlines())
-        + "cli.app.command('x')(x)\n"
+        "def x():\n" + "".join(f"    {line}\n" for line in body.splitlines()) + "cli.app.command('x')(x)\n"
         f"sys.exit(cli.run([*{list(args)!r}, 'x']))\n"
     )
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env or {k: v for k, v in os.environ.items() if k != "PKAGENT_DEBUG"})
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env or {k: v for k, v in os.environ.items() if k != "PKAGENT_DEBUG"},
+    )
 
 
 @pytest.mark.parametrize("exc", ["E.UsageError", "E.ConfigError", "E.InputFileError", "E.OutputError"])
@@ -38,14 +40,19 @@ def test_oserror_with_a_file_names_it():
     assert out.returncode == 2
     assert out.stderr == "pkagent: /mnt/full/result.json: disk full\n"
     out = run_raising("open('/nonexistent-dir/x', 'w')")
-    assert out.returncode == 2 and out.stderr == "pkagent: /nonexistent-dir/x: No such file or directory\n" and len(out.stderr.splitlines()) == 1
+    assert (
+        out.returncode == 2
+        and out.stderr == "pkagent: /nonexistent-dir/x: No such file or directory\n"
+        and len(out.stderr.splitlines()) == 1
+    )
 
 
 def test_bug_is_one_line_then_traceback_on_request():
     out = run_raising("{}['missing']")
     assert out.returncode == 3
     assert out.stderr.splitlines() == [
-        "pkagent: internal error, a bug in pkagent: KeyError: 'missing' (--debug or PKAGENT_DEBUG=1 shows the traceback)"]
+        "pkagent: internal error, a bug in pkagent: KeyError: 'missing' (--debug or PKAGENT_DEBUG=1 shows the traceback)"
+    ]
     for args, env in ((("--debug",), None), ((), dict(os.environ, PKAGENT_DEBUG="1"))):
         out = run_raising("{}['missing']", *args, env=env)
         assert out.returncode == 3 and "Traceback" in out.stderr and "KeyError" in out.stderr
@@ -73,8 +80,11 @@ def test_config_with_several_mistakes_names_them_all(tmp_path):
         configs.load(ExperimentConfig, p)
     line = str(err.value)
     assert "\n" not in line and line.startswith(f"{p}: 3 problems: ")
-    for part in ("samples: expected greater than or equal to 1", "agent.step_limit: expected a valid integer",
-                 "agent.colour: unknown key"):
+    for part in (
+        "samples: expected greater than or equal to 1",
+        "agent.step_limit: expected a valid integer",
+        "agent.colour: unknown key",
+    ):
         assert part in line
 
 

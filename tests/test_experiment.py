@@ -55,9 +55,16 @@ class RoutedServer(FakeModelServer):
             self.seen[(problem, mode)] += 1
             code = (GOOD[problem], WRONG, None)[i % 3]
             if mode == "zero-shot":
-                say = Say(f"Here it is:\n\n```python\n{code}```\n" if code else "I cannot write this one.", input=1000, output=200)
+                say = Say(
+                    f"Here it is:\n\n```python\n{code}```\n" if code else "I cannot write this one.", input=1000, output=200
+                )
             elif code:
-                say = Say("Writing and submitting.", [("bash", {"command": write_command(code)}), ("submit", {})], input=3000, output=400)
+                say = Say(
+                    "Writing and submitting.",
+                    [("bash", {"command": write_command(code)}), ("submit", {})],
+                    input=3000,
+                    output=400,
+                )
             else:
                 say = Say("Submitting.", [("submit", {})], input=3000, output=10)
             self.script.append(say)
@@ -70,10 +77,22 @@ def clean_env(**extra):
 
 
 def write_config(path: Path, run_dir: Path, url: str, **extra) -> Path:
-    cfg = {"name": "e2e", "problems": list(PROBLEMS), "models": [SPEC], "modes": ["zero-shot", "agent"], "samples": 3,
-           "world_size": 2, "device": "cpu", "size": 0.001, "run_dir": str(run_dir), "llm_concurrency": 2,
-           "base_urls": {SPEC: url}, "check": {"trials": 2}, "agent": {"retry_wait_s": 0.01, "step_limit": 3},
-           **extra}
+    cfg = {
+        "name": "e2e",
+        "problems": list(PROBLEMS),
+        "models": [SPEC],
+        "modes": ["zero-shot", "agent"],
+        "samples": 3,
+        "world_size": 2,
+        "device": "cpu",
+        "size": 0.001,
+        "run_dir": str(run_dir),
+        "llm_concurrency": 2,
+        "base_urls": {SPEC: url},
+        "check": {"trials": 2},
+        "agent": {"retry_wait_s": 0.01, "step_limit": 3},
+        **extra,
+    }
     path.write_text(json.dumps(cfg))  # JSON is YAML
     return path
 
@@ -93,8 +112,9 @@ def resumed_run():
         cmd = [sys.executable, "-m", "pkagent", "run", str(cfg), "-q"]
         first = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         # kill part-way: 4 samples finished and at least one in flight, whatever the machine's pace
-        deadlines.wait_until(lambda: len(finished(root)) >= 4 and any(root.glob("*/*/*/.sample_*")), proc=first,
-                             watch=[tmp / "runs"])
+        deadlines.wait_until(
+            lambda: len(finished(root)) >= 4 and any(root.glob("*/*/*/.sample_*")), proc=first, watch=[tmp / "runs"]
+        )
         assert first.poll() is None, first.stderr.read().decode()
         os.kill(first.pid, signal.SIGKILL)
         first.wait()
@@ -102,8 +122,14 @@ def resumed_run():
         requests_before = len(server.requests)
         leftovers = [p.name for p in root.glob("*/*/*/.sample_*")]
         second = deadlines.run(cmd, env=env, text=True, watch=[root])
-        yield dict(root=root, before=before, leftovers=leftovers, second=second, after=finished(root),
-                   requests=(requests_before, len(server.requests) - requests_before))
+        yield dict(
+            root=root,
+            before=before,
+            leftovers=leftovers,
+            second=second,
+            after=finished(root),
+            requests=(requests_before, len(server.requests) - requests_before),
+        )
     shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -125,8 +151,13 @@ def test_kill_resume_and_report_match_a_hand_count(resumed_run):
         problem = res["problem"]
         correct[res["mode"]][problem] += res["correct"]
         if not res["correct"]:
-            failures[res["mode"]]["mismatch" if res["check"] and res["check"]["status"] == "incorrect"
-                                  else "format" if res["status"] == "format_error" else "no candidate"] += 1
+            failures[res["mode"]][
+                "mismatch"
+                if res["check"] and res["check"]["status"] == "incorrect"
+                else "format"
+                if res["status"] == "format_error"
+                else "no candidate"
+            ] += 1
     report = deadlines.run([sys.executable, "-m", "pkagent", "report", str(root), "--json"], text=True)
     assert report.returncode == 0, report.stderr
     data = json.loads(report.stdout)
@@ -151,9 +182,10 @@ def test_html_report_renders_in_chromium(resumed_run, tmp_path):
     if chromium is None:
         pytest.skip("chromium is not installed (apt-get install -y chromium): the HTML report is not rendered")
     root = resumed_run["root"]
-    out = deadlines.run([sys.executable, "-m", "pkagent", "report", str(root), "--html", "--csv", "--out", str(tmp_path),
-                          "--compare", str(root)],
-                         text=True)
+    out = deadlines.run(
+        [sys.executable, "-m", "pkagent", "report", str(root), "--html", "--csv", "--out", str(tmp_path), "--compare", str(root)],
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     page = (tmp_path / "report.html").read_text()
     assert len(re.findall(r"<img alt='(pass_at_k|fast_p|modes)' src='data:image/png;base64,[A-Za-z0-9+/=]{1000,}'>", page)) == 3
@@ -164,10 +196,22 @@ def test_html_report_renders_in_chromium(resumed_run, tmp_path):
     assert len(rows) == 12 and {r["mode"] for r in rows} == {"zero-shot", "agent"}
 
     shot = tmp_path / "shot.png"
-    deadlines.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                    "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
-                    "--window-size=1400,1200", f"--screenshot={shot}", (tmp_path / "report.html").as_uri()],
-                  )
+    deadlines.run(
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--window-size=1400,1200",
+            f"--screenshot={shot}",
+            (tmp_path / "report.html").as_uri(),
+        ],
+    )
     from PIL import Image
 
     img = Image.open(shot).convert("RGB")
@@ -185,29 +229,47 @@ def csvreader(path):
         yield from csv.DictReader(f)
 
 
-@pytest.mark.parametrize("override, words", [
-    ("problems=[all_reduce,no_such_problem]", "problems: 'no_such_problem': unknown problem"),
-    ("models=[foo:bar]", "unknown provider 'foo'"),
-    ("models=[folder:/no/such/folder]", "no such folder of existing generations"),
-    ("problems=[vocab]", "supports no"),
-])
+@pytest.mark.parametrize(
+    "override, words",
+    [
+        ("problems=[all_reduce,no_such_problem]", "problems: 'no_such_problem': unknown problem"),
+        ("models=[foo:bar]", "unknown provider 'foo'"),
+        ("models=[folder:/no/such/folder]", "no such folder of existing generations"),
+        ("problems=[vocab]", "supports no"),
+    ],
+)
 def test_bad_config_fails_fast_in_one_line(tmp_path, override, words):
     cfg = write_config(tmp_path / "bad.yaml", tmp_path / "runs", "http://127.0.0.1:9")
     if words == "supports no":  # a category where no problem runs at world size 3
         override, words = "problems=[all_reduce] world_size=3", "supports world sizes"
-    out = deadlines.run([sys.executable, "-m", "pkagent", "run", str(cfg), *override.split()], text=True, env=clean_env(ANTHROPIC_API_KEY="sk-unused-0123456789"))
+    out = deadlines.run(
+        [sys.executable, "-m", "pkagent", "run", str(cfg), *override.split()],
+        text=True,
+        env=clean_env(ANTHROPIC_API_KEY="sk-unused-0123456789"),
+    )
     assert out.returncode == 2, out.stderr
     assert words in out.stderr and out.stderr.strip().count("\n") == 0, out.stderr
     assert not (tmp_path / "runs").exists()
 
 
 def test_generation_file_names(tmp_path):
-    for name in ("reduce_cuda.py", "reduce_cuda_sample2.py", "reduce_scatter_cuda.py", "reduce_scatter_triton_sample1.py",
-                 "reduce_notes.txt", "reduce_two_words.py"):
+    for name in (
+        "reduce_cuda.py",
+        "reduce_cuda_sample2.py",
+        "reduce_scatter_cuda.py",
+        "reduce_scatter_triton_sample1.py",
+        "reduce_notes.txt",
+        "reduce_two_words.py",
+    ):
         (tmp_path / name).write_text("")
-    assert {k: p.name for k, p in generation_files(tmp_path, "reduce").items()} == {0: "reduce_cuda.py", 2: "reduce_cuda_sample2.py"}
-    assert {k: p.name for k, p in generation_files(tmp_path, "reduce_scatter").items()} == \
-        {0: "reduce_scatter_cuda.py", 1: "reduce_scatter_triton_sample1.py"}
+    assert {k: p.name for k, p in generation_files(tmp_path, "reduce").items()} == {
+        0: "reduce_cuda.py",
+        2: "reduce_cuda_sample2.py",
+    }
+    assert {k: p.name for k, p in generation_files(tmp_path, "reduce_scatter").items()} == {
+        0: "reduce_scatter_cuda.py",
+        1: "reduce_scatter_triton_sample1.py",
+    }
     (tmp_path / "reduce_triton.py").write_text("")
     with pytest.raises(ConfigError, match="sample 0 of reduce has 2 files"):
         generation_files(tmp_path, "reduce")
@@ -223,8 +285,10 @@ def generations(folder: Path) -> Path:
 def test_existing_generations_on_ray(tmp_path):
     ray = pytest.importorskip("ray", reason="ray is not installed (pip install ray): the ray executor is not tested")
     folder = generations(tmp_path / "gens")
-    cfg = load_experiment(write_config(tmp_path / "gens.yaml", tmp_path / "runs", ""), [
-        "problems=[all_reduce]", f"models=[folder:{folder}]", "modes=[zero-shot]", "samples=3", "executor=ray"])
+    cfg = load_experiment(
+        write_config(tmp_path / "gens.yaml", tmp_path / "runs", ""),
+        ["problems=[all_reduce]", f"models=[folder:{folder}]", "modes=[zero-shot]", "samples=3", "executor=ray"],
+    )
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         tally = run_experiment(cfg, progress=False)
@@ -244,8 +308,15 @@ def fake_result(task: Task, cost: float) -> SolveResult:
 
 
 def test_cost_limit_stops_new_samples(tmp_path):
-    tasks = [Task(solve=SolveConfig(problem="p", model="m:x", mode="zero-shot"), sample=k, dir=str(tmp_path / f"sample_{k}"),
-                  tmp=str(tmp_path / f".sample_{k}.tmp")) for k in range(10)]
+    tasks = [
+        Task(
+            solve=SolveConfig(problem="p", model="m:x", mode="zero-shot"),
+            sample=k,
+            dir=str(tmp_path / f"sample_{k}"),
+            tmp=str(tmp_path / f".sample_{k}.tmp"),
+        )
+        for k in range(10)
+    ]
     tally = execute(tasks, LocalExecutor(2, None, work=lambda task, acquire: fake_result(task, 1.0)), 2, Tally(total=10), 2.5)
     # two run at once: the third starts at $2 spent, after it nothing does (the running one finishes)
     assert tally.done in (3, 4) and tally.skipped == 10 - tally.done and tally.cost == tally.done
@@ -264,9 +335,13 @@ def test_local_child_gets_gpus_from_the_pool_and_gives_them_back(tmp_path):
         return real(n, timeout)
 
     folder = generations(tmp_path / "gens")
-    task = Task(solve=SolveConfig(problem="all_reduce", model=f"folder:{folder}", mode="zero-shot", device="cuda", world_size=2),
-                sample=0, dir=str(tmp_path / "sample_0"), tmp=str(tmp_path / ".sample_0.tmp"),
-                candidate=str(folder / "all_reduce_gloo.py"))
+    task = Task(
+        solve=SolveConfig(problem="all_reduce", model=f"folder:{folder}", mode="zero-shot", device="cuda", world_size=2),
+        sample=0,
+        dir=str(tmp_path / "sample_0"),
+        tmp=str(tmp_path / ".sample_0.tmp"),
+        candidate=str(folder / "all_reduce_gloo.py"),
+    )
     result = run_in_child(task, acquire)
     assert asked == [(2, [0, 1, 2, 3])] and pool.free == {0, 1, 2, 3}
     # no CUDA here: the checker in the child, given GPUs 0 and 1, finds no device and says so

@@ -14,8 +14,12 @@ from experiments.executors import Task, run_tasks
 
 
 def task(k: int) -> Task:
-    return Task(solve=SolveConfig(problem="all_reduce", model="m:x", mode="zero-shot"), sample=k, dir=f"/nowhere/{k}",
-                tmp=f"/nowhere/.{k}")
+    return Task(
+        solve=SolveConfig(problem="all_reduce", model="m:x", mode="zero-shot"),
+        sample=k,
+        dir=f"/nowhere/{k}",
+        tmp=f"/nowhere/.{k}",
+    )
 
 
 class MemoryExecutor:
@@ -49,8 +53,7 @@ def ok(t: Task) -> SolveResult:
 def test_run_tasks_keeps_slots_full_and_hands_back_every_result():
     todo, done, shown = [task(k) for k in range(5)], [], []
     ex = MemoryExecutor(ok)
-    run_tasks(ex, 2, lambda running: todo.pop(0) if todo else None, lambda t, r: done.append((t.sample, r.status)),
-              shown.append)
+    run_tasks(ex, 2, lambda running: todo.pop(0) if todo else None, lambda t, r: done.append((t.sample, r.status)), shown.append)
     assert done == [(k, "completed") for k in range(5)] and ex.most == 2
     assert shown[0] == 2 and shown[-1] == 0 and max(shown) == 2
 
@@ -62,8 +65,7 @@ def test_run_tasks_turns_a_raising_worker_into_an_error_record():
         return ok(t)
 
     todo, done = [task(k) for k in range(3)], {}
-    run_tasks(MemoryExecutor(work), 3, lambda running: todo.pop(0) if todo else None,
-              lambda t, r: done.setdefault(t.sample, r))
+    run_tasks(MemoryExecutor(work), 3, lambda running: todo.pop(0) if todo else None, lambda t, r: done.setdefault(t.sample, r))
     assert done[1].status == "error" and done[1].message == "OSError: the worker died" and not done[1].correct
     assert done[1].out_dir == "/nowhere/.1" and done[0].correct and done[2].correct
 
@@ -114,8 +116,10 @@ def test_lease_sets_and_restores_the_visible_gpus(monkeypatch):
         assert ids is None and os.environ["CUDA_VISIBLE_DEVICES"] == "7"
 
 
-@pytest.mark.parametrize("device, override, perf, leased", [("cpu", {}, False, []), ("cuda", {}, True, [[0, 1]]),
-                                                            ("cpu", {"perf": True, "trials": 9}, True, [])])
+@pytest.mark.parametrize(
+    "device, override, perf, leased",
+    [("cpu", {}, False, []), ("cuda", {}, True, [[0, 1]]), ("cpu", {"perf": True, "trials": 9}, True, [])],
+)
 def test_check_kernel_passes_the_samples_settings(monkeypatch, device, override, perf, leased):
     calls, pool = [], Pool([0, 1, 2])
 
@@ -124,13 +128,32 @@ def test_check_kernel_passes_the_samples_settings(monkeypatch, device, override,
         return "verdict"
 
     monkeypatch.setattr("eval.check.check", fake_check)
-    cfg = SolveConfig(problem="all_gather", model="m:x", device=device, world_size=2, size=0.5, hardware="h200_2",
-                      check={"trials": 3, "timeout_s": 60, "perf": True, "repeats": 4, "confine": "bwrap", "pass_env": ["HF_HOME"]})
+    cfg = SolveConfig(
+        problem="all_gather",
+        model="m:x",
+        device=device,
+        world_size=2,
+        size=0.5,
+        hardware="h200_2",
+        check={"trials": 3, "timeout_s": 60, "perf": True, "repeats": 4, "confine": "bwrap", "pass_env": ["HF_HOME"]},
+    )
     assert check_kernel(cfg, "/x/solution.py", pool, **override) == "verdict"
-    (candidate, problem, args, held, visible), = calls
+    ((candidate, problem, args, held, visible),) = calls
     assert (candidate, problem) == ("/x/solution.py", "all_gather")
-    assert args == dict(world_size=2, device=device, trials=override.get("trials", 3), perf=perf, size=0.5, timeout=60,
-                        hardware="h200_2", repeats=4, time_budget_s=None, ci_width=0.02, confine="bwrap", pass_env=("HF_HOME",))
+    assert args == dict(
+        world_size=2,
+        device=device,
+        trials=override.get("trials", 3),
+        perf=perf,
+        size=0.5,
+        timeout=60,
+        hardware="h200_2",
+        repeats=4,
+        time_budget_s=None,
+        ci_width=0.02,
+        confine="bwrap",
+        pass_env=("HF_HOME",),
+    )
     assert held == leased and (visible == "0,1") == (device == "cuda")
 
 
@@ -140,7 +163,9 @@ def test_machine_pool_names_the_option_when_gpus_are_short(monkeypatch):
 
     monkeypatch.setattr(GpuPool, "from_machine", classmethod(lambda cls: GpuPool([[0, 1], [1, 0]])))
     assert agent.trusted.machine_pool(2).gpus == [0, 1]
-    with pytest.raises(ConfigError, match=r"^device cuda: this machine has 2 GPUs and the run needs 4; without GPUs use device=cpu$"):
+    with pytest.raises(
+        ConfigError, match=r"^device cuda: this machine has 2 GPUs and the run needs 4; without GPUs use device=cpu$"
+    ):
         agent.trusted.machine_pool(4, None, "device cuda", "device=cpu")
     with pytest.raises(ConfigError, match=r"^gpus: \[1, 2\]: this machine has GPUs \[0, 1\]$"):
         agent.trusted.machine_pool(1, [1, 2])

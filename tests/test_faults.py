@@ -99,8 +99,9 @@ def no_temp_files(folder: Path) -> None:
 def _namespace_problem() -> str | None:
     if not shutil.which("unshare"):
         return "unshare (util-linux) is not installed"
-    probe = subprocess.run(["unshare", "-Urm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
-                           capture_output=True, text=True)
+    probe = subprocess.run(
+        ["unshare", "-Urm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"], capture_output=True, text=True
+    )
     if probe.returncode != 0:
         return f"this machine does not let a user mount a tmpfs in a user+mount namespace: {probe.stderr.strip()}"
     return None
@@ -117,9 +118,11 @@ def mounts(tmp_path):
     ro, full = tmp_path / "ro", tmp_path / "full"
     ro.mkdir()
     full.mkdir()
-    script = (f"set -e; mount -t tmpfs -o ro,size=1m tmpfs {ro}; mount -t tmpfs -o size=256k tmpfs {full}; "
-              f"head -c 4096 /dev/zero > {full}/gap; cat /dev/zero > {full}/fill 2>/dev/null || true; rm {full}/gap; "
-              'exec "$@"')
+    script = (
+        f"set -e; mount -t tmpfs -o ro,size=1m tmpfs {ro}; mount -t tmpfs -o size=256k tmpfs {full}; "
+        f"head -c 4096 /dev/zero > {full}/gap; cat /dev/zero > {full}/fill 2>/dev/null || true; rm {full}/gap; "
+        'exec "$@"'
+    )
     return ("unshare", "-Urm", "bash", "-c", script, "ns"), ro, full
 
 
@@ -131,8 +134,10 @@ def event(kind: str, **data) -> str:
 
 
 def replay_transcript(path: Path, *replies: dict, actions: str = "tools") -> Path:
-    path.write_text(event("start", problem="all_reduce", model="replayed", mode="agent", actions=actions)
-                    + "".join(event("response", step=i + 1, reply=r) for i, r in enumerate(replies)))
+    path.write_text(
+        event("start", problem="all_reduce", model="replayed", mode="agent", actions=actions)
+        + "".join(event("response", step=i + 1, reply=r) for i, r in enumerate(replies))
+    )
     return path
 
 
@@ -140,19 +145,24 @@ def bash(command: str) -> dict:
     return {"text": "", "tool_calls": [{"id": uuid.uuid4().hex[:8], "name": "bash", "arguments": {"command": command}}]}
 
 
-ZERO_SHOT = {"text": "```python\nimport torch.distributed as dist\n\ndef solution(x):\n    x = x.clone()\n"
-                     "    dist.all_reduce(x)\n    return x\n```\n"}
+ZERO_SHOT = {
+    "text": "```python\nimport torch.distributed as dist\n\ndef solution(x):\n    x = x.clone()\n"
+    "    dist.all_reduce(x)\n    return x\n```\n"
+}
 
 
 def run_dir(root: Path) -> Path:
     """A finished two-sample run of `pkagent run`'s layout: sample_0 correct, sample_1 its copy."""
     from agent.solve import SolveResult
-
     from configs import ExperimentConfig
 
     config = ExperimentConfig(name="faults", models=["replay:x"], problems=["all_reduce"], device="cpu")
-    meta = {"name": "faults", "config": config.model_dump(mode="json"),
-            "problems": {"all_reduce": {"ref": "all_reduce", "category": "collective"}}, "models": {"replay_x": "replay:x"}}
+    meta = {
+        "name": "faults",
+        "config": config.model_dump(mode="json"),
+        "problems": {"all_reduce": {"ref": "all_reduce", "category": "collective"}},
+        "models": {"replay_x": "replay:x"},
+    }
     (root).mkdir(parents=True)
     (root / "experiment.json").write_text(json.dumps(meta))
     for k in (0, 1):
@@ -182,8 +192,12 @@ def test_view_undecodable_transcript(tmp_path):
 
 def test_view_names_each_damaged_line_and_shows_the_rest(tmp_path):
     t = tmp_path / "t.jsonl"
-    t.write_bytes((event("start", problem="all_reduce") + event("response", step=1) + "not json\n").encode()
-                  + b"\xff\n[1, 2]\n" + event("final", status="[bold", message="done [/]").encode() + b'{"event": "fi')
+    t.write_bytes(
+        (event("start", problem="all_reduce") + event("response", step=1) + "not json\n").encode()
+        + b"\xff\n[1, 2]\n"
+        + event("final", status="[bold", message="done [/]").encode()
+        + b'{"event": "fi'
+    )
     out = pk("view", str(t))
     clean(out, 0)
     warnings = [ln for ln in out.stderr.splitlines() if "warning" in ln]
@@ -236,11 +250,15 @@ def test_problems_of_a_missing_suite():
     clean(pk("problems", "--suite", "pkb:/nonexistent"), 2, "/nonexistent")
 
 
-@pytest.mark.parametrize("args, words", ids=["ops-bogus", "w-0", "no-gpu"], argvalues=[
-    (("--ops", "bogus"), ("--ops", "bogus")),
-    (("-w", "0"), ("--world-size 0",)),
-    ((), ("GPU",)),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    ids=["ops-bogus", "w-0", "no-gpu"],
+    argvalues=[
+        (("--ops", "bogus"), ("--ops", "bogus")),
+        (("-w", "0"), ("--world-size 0",)),
+        ((), ("GPU",)),
+    ],
+)
 def test_bench_lib_bad_input_and_no_gpu(args, words):
     import torch
 
@@ -304,15 +322,25 @@ def test_solve_on_a_full_disk_stops_with_whole_lines(tmp_path, mounts):
     prefix, _, full = mounts
     t = replay_transcript(tmp_path / "t.jsonl", ZERO_SHOT)
     probe = tmp_path / "probe.py"  # runs in the namespace, after solve: what is on the full disk
-    probe.write_text("import json, pathlib, sys\no = pathlib.Path(sys.argv[1])\n"
-                     "print(json.dumps({p.name: p.read_bytes().decode('latin-1') for p in o.rglob('*') if p.is_file()}))\n")
-    cmd = shlex.join([PY, "-m", "pkagent", *SOLVE, "--mode", "zero-shot", "--model", f"replay:{t}", "--out",
-                      str(full / "o"), *QUICK])
-    out = subprocess.run([*prefix, "bash", "-c", f"{cmd}; echo \"rc=$?\" >&2; {PY} {probe} {full / 'o'}"],
-                         capture_output=True, text=True, env=_env(None), timeout=180, cwd=REPO)
+    probe.write_text(
+        "import json, pathlib, sys\no = pathlib.Path(sys.argv[1])\n"
+        "print(json.dumps({p.name: p.read_bytes().decode('latin-1') for p in o.rglob('*') if p.is_file()}))\n"
+    )
+    cmd = shlex.join(
+        [PY, "-m", "pkagent", *SOLVE, "--mode", "zero-shot", "--model", f"replay:{t}", "--out", str(full / "o"), *QUICK]
+    )
+    out = subprocess.run(
+        [*prefix, "bash", "-c", f'{cmd}; echo "rc=$?" >&2; {PY} {probe} {full / "o"}'],
+        capture_output=True,
+        text=True,
+        env=_env(None),
+        timeout=180,
+        cwd=REPO,
+    )
     rc = int(out.stderr.strip().splitlines()[-1].split("=")[1])
-    clean(subprocess.CompletedProcess(out.args, rc, "", "\n".join(out.stderr.splitlines()[:-1])), 2,
-          "transcript.jsonl", "disk full")
+    clean(
+        subprocess.CompletedProcess(out.args, rc, "", "\n".join(out.stderr.splitlines()[:-1])), 2, "transcript.jsonl", "disk full"
+    )
     files = json.loads(out.stdout)
     assert "result.json" not in files, "lost: a result.json written on a full disk"
     text = files.get("transcript.jsonl", "")
@@ -334,13 +362,13 @@ def test_view_html_on_a_full_disk(tmp_path, mounts):
 def test_report_on_a_full_disk_keeps_the_old_report(tmp_path, mounts):
     prefix, _, full = mounts
     root = run_dir(tmp_path / "run")
-    script = (f"echo old > {full}/report.json; {shlex.join([PY, '-m', 'pkagent', 'report', str(root), '--json', '--out', str(full)])}"
-              f" >/dev/null; echo rc=$? >&2; cat {full}/report.json; ls -a {full}")
-    out = subprocess.run([*prefix, "bash", "-c", script], capture_output=True, text=True, env=_env(None), timeout=180,
-                         cwd=REPO)
+    script = (
+        f"echo old > {full}/report.json; {shlex.join([PY, '-m', 'pkagent', 'report', str(root), '--json', '--out', str(full)])}"
+        f" >/dev/null; echo rc=$? >&2; cat {full}/report.json; ls -a {full}"
+    )
+    out = subprocess.run([*prefix, "bash", "-c", script], capture_output=True, text=True, env=_env(None), timeout=180, cwd=REPO)
     rc = int(out.stderr.strip().splitlines()[-1].split("=")[1])
-    clean(subprocess.CompletedProcess(out.args, rc, "", "\n".join(out.stderr.splitlines()[:-1])), 2,
-          "report.json", "disk full")
+    clean(subprocess.CompletedProcess(out.args, rc, "", "\n".join(out.stderr.splitlines()[:-1])), 2, "report.json", "disk full")
     listing = out.stdout.splitlines()
     assert listing[0] == "old", f"lost: the old report.json became {listing[0]!r}"
     assert not [n for n in listing if n.endswith(".tmp")], f"leftover: {listing}"
@@ -375,8 +403,7 @@ def test_transcript_and_atomic_write_at_the_byte_level(tmp_path, mounts):
         "print(json.dumps({'n': n, 'err': err, 'werr': werr, 'files': sorted(os.listdir(d)),\n"
         "                  't': open(d + '/t.jsonl').read(), 'result': open(d + '/result.json').read()}))\n"
     )
-    out = subprocess.run([*prefix, PY, "-c", code], capture_output=True, text=True, env=_env(None), timeout=120,
-                         cwd=REPO)
+    out = subprocess.run([*prefix, PY, "-c", code], capture_output=True, text=True, env=_env(None), timeout=120, cwd=REPO)
     assert out.returncode == 0, f"traceback: {out.stderr}"
     r = json.loads(out.stdout)
     assert r["n"] >= 1 and r["err"].endswith("t.jsonl: disk full"), r
@@ -399,8 +426,9 @@ def _isolations() -> list:
 
 def start_until(cmd: list[str], marker: str, timeout: float = 120, env: dict | None = None) -> subprocess.Popen:
     """Start `cmd`; return once the four `sleep MARKER` of ESCAPES are alive."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(env), cwd=REPO,
-                            preexec_fn=_as_in_a_terminal)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(env), cwd=REPO, preexec_fn=_as_in_a_terminal
+    )
     deadline = time.monotonic() + timeout
     while len(live(marker, "sleep")) < 4:
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -431,8 +459,22 @@ ESCAPES = "setsid sleep {m} & (setsid sleep {m} &); nohup sleep {m} >/dev/null 2
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
 def test_signal_to_sandbox_run_ends_every_process(tmp_path, isolation, sig):
     marker = f"600.{uuid.uuid4().int % 10**6}"
-    proc = start_until([PY, "-m", "pkagent", "sandbox", "run", "--isolation", isolation, "--workdir", str(tmp_path / "w"),
-                        "--", ESCAPES.format(m=marker)], marker)
+    proc = start_until(
+        [
+            PY,
+            "-m",
+            "pkagent",
+            "sandbox",
+            "run",
+            "--isolation",
+            isolation,
+            "--workdir",
+            str(tmp_path / "w"),
+            "--",
+            ESCAPES.format(m=marker),
+        ],
+        marker,
+    )
     proc.send_signal(sig)
     err = finish(proc)
     none_left(marker)
@@ -449,8 +491,16 @@ def test_signal_to_sandbox_run_ends_every_process(tmp_path, isolation, sig):
 @pytest.mark.parametrize("isolation", _isolations())
 def test_escaped_children_end_with_their_command(tmp_path, isolation):
     marker = f"601.{uuid.uuid4().int % 10**6}"
-    out = pk("sandbox", "run", "--isolation", isolation, "--workdir", str(tmp_path),
-             "--", ESCAPES.replace("& sleep {m}", "& echo started").format(m=marker))
+    out = pk(
+        "sandbox",
+        "run",
+        "--isolation",
+        isolation,
+        "--workdir",
+        str(tmp_path),
+        "--",
+        ESCAPES.replace("& sleep {m}", "& echo started").format(m=marker),
+    )
     assert clean(out, 0) is not None and out.stdout.strip() == "started"
     none_left(marker, within=0.5)
 
@@ -462,8 +512,9 @@ def test_signal_to_solve_mid_command(tmp_path, sig):
     marker = f"602.{uuid.uuid4().int % 10**6}"
     t = replay_transcript(tmp_path / "t.jsonl", bash(ESCAPES.format(m=marker)))
     out = tmp_path / "o"
-    proc = start_until([PY, "-m", "pkagent", *SOLVE, "--mode", "agent", "--model", f"replay:{t}", "--out", str(out),
-                        *QUICK], marker)
+    proc = start_until(
+        [PY, "-m", "pkagent", *SOLVE, "--mode", "agent", "--model", f"replay:{t}", "--out", str(out), *QUICK], marker
+    )
     proc.send_signal(sig)
     err = finish(proc)
     none_left(marker)
@@ -479,16 +530,38 @@ def test_check_with_a_read_only_cache(tmp_path, mounts):
     prefix, ro, _ = mounts
     cand = tmp_path / "solution.py"
     cand.write_text(ZERO_SHOT["text"].split("```python\n")[1].split("```")[0])
-    out = pk("check", str(cand), "--problem", "all_reduce", "--device", "cpu", "--size", "0.001", "--trials", "1",
-             env={"PKAGENT_CACHE": str(ro / "cache")}, prefix=prefix)
+    out = pk(
+        "check",
+        str(cand),
+        "--problem",
+        "all_reduce",
+        "--device",
+        "cpu",
+        "--size",
+        "0.001",
+        "--trials",
+        "1",
+        env={"PKAGENT_CACHE": str(ro / "cache")},
+        prefix=prefix,
+    )
     clean(out, 2, str(ro / "cache"), "read-only")
 
 
 def test_run_with_unknown_hardware(tmp_path):
     t = replay_transcript(tmp_path / "t.jsonl", ZERO_SHOT)
     cfg = tmp_path / "exp.yaml"
-    cfg.write_text(json.dumps({"name": "x", "models": [f"replay:{t}"], "problems": ["all_reduce"], "device": "cpu",
-                               "hardware": "bogus", "run_dir": str(tmp_path / "runs")}))
+    cfg.write_text(
+        json.dumps(
+            {
+                "name": "x",
+                "models": [f"replay:{t}"],
+                "problems": ["all_reduce"],
+                "device": "cpu",
+                "hardware": "bogus",
+                "run_dir": str(tmp_path / "runs"),
+            }
+        )
+    )
     clean(pk("run", str(cfg)), 2, "bogus.yaml: file not found")
     assert not (tmp_path / "runs").exists(), "leftover: a run directory for a run that never started"
 
@@ -508,12 +581,21 @@ def test_docker_sandbox_of_a_killed_owner_goes_at_the_next_open(tmp_path):
     marker = f"603.{uuid.uuid4().int % 10**6}"
     image = os.environ["SANDBOX_TEST_IMAGE"]
     run = ("sandbox", "run", "--backend", "docker", "--image", image, "--workdir", str(tmp_path))
-    proc = subprocess.Popen([PY, "-m", "pkagent", *run, "--", f"sleep {marker}"], cwd=REPO, env=_env(None),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [PY, "-m", "pkagent", *run, "--", f"sleep {marker}"],
+        cwd=REPO,
+        env=_env(None),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
     def mine() -> list:
-        return [c for c in client().containers.list(all=True, filters={"label": LABEL})
-                if c.labels.get(OWNER, "").endswith(f":{proc.pid}")]
+        return [
+            c
+            for c in client().containers.list(all=True, filters={"label": LABEL})
+            if c.labels.get(OWNER, "").endswith(f":{proc.pid}")
+        ]
 
     deadline = time.monotonic() + 120
     while not (mine() and live(marker, "sleep")) and time.monotonic() < deadline and proc.poll() is None:
@@ -528,6 +610,7 @@ def test_docker_sandbox_of_a_killed_owner_goes_at_the_next_open(tmp_path):
 
 def test_nan_and_inf_settings_are_refused(tmp_path):
     t = replay_transcript(tmp_path / "t.jsonl", ZERO_SHOT)
-    out = pk(*SOLVE, "--mode", "zero-shot", "--model", f"replay:{t}", "--out", str(tmp_path / "o"), "size=inf",
-             "check.timeout_s=nan")
+    out = pk(
+        *SOLVE, "--mode", "zero-shot", "--model", f"replay:{t}", "--out", str(tmp_path / "o"), "size=inf", "check.timeout_s=nan"
+    )
     clean(out, 2, "2 problems", "size: expected a finite number", "check.timeout_s: expected a finite number")

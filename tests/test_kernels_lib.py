@@ -29,14 +29,18 @@ def _gpu_check():
     return module
 
 
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None and not __import__("os").path.exists("/usr/local/cuda/bin/nvcc"), reason="no nvcc")
+needs_nvcc = pytest.mark.skipif(
+    shutil.which("nvcc") is None and not __import__("os").path.exists("/usr/local/cuda/bin/nvcc"), reason="no nvcc"
+)
 
 SMALL = '#include <pk/pk.cuh>\nextern "C" __global__ void add1(float* x) { x[threadIdx.x] += 1.0f; }\n'
 
 
 def test_host_side_imports_without_a_gpu():
     code = "import kernels_lib, kernels_lib.sync, kernels_lib.cli, kernels_lib.bench; import kernels_lib.examples.all_reduce_one_shot; print('ok')"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={"CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"})
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={"CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"}
+    )
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
 
 
@@ -105,7 +109,7 @@ def test_pbuf_packing():
     raw = bytes(p)
     assert ctypes.sizeof(kl.PBuf) == len(raw) == 8 * kl.MAX_RANKS + 16
     fields = struct.unpack(f"<{kl.MAX_RANKS}QQii", raw)
-    assert fields[:4] == (0x1010, 0x2010, 0x3010, 0) and fields[kl.MAX_RANKS:] == (0, 1, 3)
+    assert fields[:4] == (0x1010, 0x2010, 0x3010, 0) and fields[kl.MAX_RANKS :] == (0, 1, 3)
     with pytest.raises(ValueError):
         kl.pbuf([1] * (kl.MAX_RANKS + 1), 0)
     with pytest.raises(ValueError):
@@ -126,10 +130,10 @@ def test_pbuf_layout_matches_the_cuda_struct(tmp_path, monkeypatch):
     src = textwrap.dedent(f"""
         #include <pk/pbuf.cuh>
         static_assert(sizeof(pk::pbuf<float>) == {ctypes.sizeof(kl.PBuf)}, "size");
-        static_assert(offsetof(pk::pbuf<float>, ptr) == {off['ptr']}, "ptr");
-        static_assert(offsetof(pk::pbuf<float>, mc) == {off['mc']}, "mc");
-        static_assert(offsetof(pk::pbuf<float>, rank) == {off['rank']}, "rank");
-        static_assert(offsetof(pk::pbuf<float>, world) == {off['world']}, "world");
+        static_assert(offsetof(pk::pbuf<float>, ptr) == {off["ptr"]}, "ptr");
+        static_assert(offsetof(pk::pbuf<float>, mc) == {off["mc"]}, "mc");
+        static_assert(offsetof(pk::pbuf<float>, rank) == {off["rank"]}, "rank");
+        static_assert(offsetof(pk::pbuf<float>, world) == {off["world"]}, "world");
         extern "C" __global__ void k(pk::pbuf<float> b) {{ b.local()[0] = b.world; }}
     """)
     kl.compile_cubin(src, name="layout")

@@ -13,8 +13,7 @@ SPEC = re.compile(r"\b(openai|anthropic|google):([a-z][A-Za-z0-9._/-]*[A-Za-z0-9
 
 
 def named_models() -> dict[str, set[str]]:
-    files = [ROOT / "README.md", *ROOT.glob("docs/*.md"), *ROOT.glob("examples/**/README.md"),
-             *ROOT.glob("configs/**/*.yaml")]
+    files = [ROOT / "README.md", *ROOT.glob("docs/*.md"), *ROOT.glob("examples/**/README.md"), *ROOT.glob("configs/**/*.yaml")]
     found: dict[str, set[str]] = {}
     for f in files:
         for _, model in SPEC.findall(f.read_text()):

@@ -18,7 +18,8 @@ def wheel(tmp_path_factory):
     out = tmp_path_factory.mktemp("wheel")
     built = subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(ROOT)],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
     (path,) = out.glob("pkagent-*.whl")
@@ -27,8 +28,11 @@ def wheel(tmp_path_factory):
 
 def test_wheel_contains_data_files(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    expected = {p.relative_to(ROOT).as_posix() for pattern in ("configs/**/*.yaml", "prompts/**/*.j2", "kernels_lib/**/*.cuh", "kernels_lib/**/*.cu")
-                for p in ROOT.glob(pattern)}
+    expected = {
+        p.relative_to(ROOT).as_posix()
+        for pattern in ("configs/**/*.yaml", "prompts/**/*.j2", "kernels_lib/**/*.cuh", "kernels_lib/**/*.cu")
+        for p in ROOT.glob(pattern)
+    }
     assert "configs/hardware/h200_2.yaml" in expected
     missing = expected - names
     assert not missing, f"not in the wheel: {sorted(missing)}"
@@ -45,11 +49,18 @@ def test_demo_runs_from_the_wheel_outside_the_checkout(wheel, tmp_path):
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=False)
     python = env_dir / "bin" / "python"
-    installed = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
-                                "--no-index", str(wheel)], capture_output=True, text=True)
+    installed = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        capture_output=True,
+        text=True,
+    )
     assert installed.returncode == 0, installed.stderr[-2000:]
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     # this environment's site-packages, after the wheel's: a path line in a .pth adds the directory
     # but does not run the .pth files in it, so the checkout's editable install stays invisible
     deps = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir()]
@@ -57,12 +68,23 @@ def test_demo_runs_from_the_wheel_outside_the_checkout(wheel, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    where = subprocess.run([str(python), "-c", "import agent.demo, eval, experiments; print(agent.demo.__file__)"],
-                           cwd=elsewhere, env=env, capture_output=True, text=True)
+    where = subprocess.run(
+        [str(python), "-c", "import agent.demo, eval, experiments; print(agent.demo.__file__)"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert where.returncode == 0, where.stderr[-2000:]
     assert Path(where.stdout.strip()).is_relative_to(env_dir), where.stdout  # the wheel's copy, not the checkout's
-    demo = subprocess.run([str(env_dir / "bin" / "pkagent"), "demo", "--out", "run"], cwd=elsewhere, env=env,
-                          capture_output=True, text=True, timeout=600)
+    demo = subprocess.run(
+        [str(env_dir / "bin" / "pkagent"), "demo", "--out", "run"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
     assert "correct" in demo.stdout and (elsewhere / "run" / "result.json").is_file()
     assert (elsewhere / "run" / "solution.py").is_file()

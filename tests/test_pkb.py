@@ -55,7 +55,9 @@ def test_select_problems(tree):
 
 
 def test_signature_read_without_running_the_file(tmp_path):
-    assert signature("import torch\n\ndef solution(x: torch.Tensor, *, k=2):\n    return x\n") == "solution(x: torch.Tensor, *, k=2)"
+    assert (
+        signature("import torch\n\ndef solution(x: torch.Tensor, *, k=2):\n    return x\n") == "solution(x: torch.Tensor, *, k=2)"
+    )
     with pytest.raises(ProblemError, match="no module-level solution"):
         signature("def helper(x):\n    return x\n", "ref.py")
     with pytest.raises(ProblemError, match="not valid Python"):
@@ -80,11 +82,14 @@ def test_inputs_described_from_the_checkouts_generator_in_other_processes(tree, 
     (odd / "utils" / "input_output_tensors.py").write_text(
         "import torch\n\ndef create_input_tensor(rank, world_size, problem_id, base_shape, dtype, trial=0, device=None):\n"
         "    if problem_id == 1:\n        return (torch.empty((1 << 40,), dtype=dtype, device=device),)\n"
-        "    n = int(torch.full((1,), 5, device=device).item())\n    return (torch.zeros((n, 3), dtype=dtype, device=device), None, 1.0)\n")
+        "    n = int(torch.full((1,), 5, device=device).item())\n    return (torch.zeros((n, 3), dtype=dtype, device=device), None, 1.0)\n"
+    )
     assert describe_inputs(load_pkb(odd, "1"), 2).endswith("args[0]: tensor (1099511627776,) bfloat16")
     assert "args[0]: tensor (5, 3) bfloat16" in describe_inputs(load_pkb(odd, "2"), 2)
     broken = make_tree(tree.parent / "broken")
-    (broken / "utils" / "input_output_tensors.py").write_text("def create_input_tensor(*a, **k):\n    raise RuntimeError('boom')\n")
+    (broken / "utils" / "input_output_tensors.py").write_text(
+        "def create_input_tensor(*a, **k):\n    raise RuntimeError('boom')\n"
+    )
     failed = describe_inputs(load_pkb(broken, "1"), 2)
     assert "input generator failed" in failed and "RuntimeError: boom" in failed, failed
 
@@ -103,7 +108,9 @@ def test_prompts_show_what_the_model_needs(tree):
         assert "Never use it; the checker refuses" in text  # no multicast
         assert "## kernels_lib" in text and "H200" in text
         assert "make_inputs" not in text and "roofline)" not in text
-    assert "pkagent check solution.py --problem 2_allgather_matmul --suite pkb:pkb --device cuda --world-size 2" in render("task.j2", **ctx)
+    assert "pkagent check solution.py --problem 2_allgather_matmul --suite pkb:pkb --device cuda --world-size 2" in render(
+        "task.j2", **ctx
+    )
     assert "cp\n   pkb/reference/2_allgather_matmul.py solution.py" in render("task.j2", **ctx)
 
 
@@ -114,9 +121,19 @@ def test_prompt_file_of_the_checkout(tree):
     toml = tree / "kernelgen" / "prompts.toml"
     system, user = prompt_from_file(toml, ctx, checkout=tree, hardware="tree_gpu", target="solutions_x/1_all_reduce_cuda.py")
     assert system == "TREE SYSTEM: you write kernels."
-    order = ["TREE PROMPT: write TREE CUDA kernels", "One example in TREE CUDA kernels:", "TREE EXAMPLE", "EXAMPLE-IN",
-             "EXAMPLE-OUT", "Optimise this program:", "dist.all_reduce(out, op=dist.ReduceOp.SUM)", "Target precision: TREE BF16.",
-             "TREE HARDWARE:\n\nGPU TREE-GPU-9000.", "TREE INSTRUCTION", "solutions_x/1_all_reduce_cuda.py"]
+    order = [
+        "TREE PROMPT: write TREE CUDA kernels",
+        "One example in TREE CUDA kernels:",
+        "TREE EXAMPLE",
+        "EXAMPLE-IN",
+        "EXAMPLE-OUT",
+        "Optimise this program:",
+        "dist.all_reduce(out, op=dist.ReduceOp.SUM)",
+        "Target precision: TREE BF16.",
+        "TREE HARDWARE:\n\nGPU TREE-GPU-9000.",
+        "TREE INSTRUCTION",
+        "solutions_x/1_all_reduce_cuda.py",
+    ]
     at = [user.index(s) for s in order]
     assert at == sorted(at), user
     _, bare = prompt_from_file(toml, ctx, checkout=tree, option="zero_shot")
@@ -132,26 +149,33 @@ def test_prompt_file_of_the_checkout(tree):
 
 def solving_turns(check: str) -> list[Say]:
     write = f"cat > solution.py <<'EOF'\n{ALL_REDUCE_P2P}EOF\nls pkb/reference pkb/utils"
-    return [Say("Writing a ring all-reduce.", [("bash", {"command": write})], input=3000, output=400),
-            Say("Checking it.", [("bash", {"command": check})], input=300, cached=3000, output=60),
-            Say("Correct. Submitting.", [("submit", {})], input=900, cached=3300, output=30)]
+    return [
+        Say("Writing a ring all-reduce.", [("bash", {"command": write})], input=3000, output=400),
+        Say("Checking it.", [("bash", {"command": check})], input=300, cached=3000, output=60),
+        Say("Correct. Submitting.", [("submit", {})], input=900, cached=3300, output=30),
+    ]
 
 
-@pytest.mark.parametrize("provider, mode", [("openai", "agent"), ("anthropic", "agent"), ("google", "zero-shot"),
-                                            ("openai-compatible", "zero-shot")])
+@pytest.mark.parametrize(
+    "provider, mode", [("openai", "agent"), ("anthropic", "agent"), ("google", "zero-shot"), ("openai-compatible", "zero-shot")]
+)
 def test_a_model_solves_a_pkb_problem(server, tree, tmp_path, provider, mode):
     from agent.transcript import read
 
     spec, _, suffix = SPECS[provider]
     if mode == "agent":
-        server.push(*solving_turns("pkagent check solution.py --problem 1 --suite pkb:pkb --device cpu --world-size 2 --size 0.001"))
+        server.push(
+            *solving_turns("pkagent check solution.py --problem 1 --suite pkb:pkb --device cpu --world-size 2 --size 0.001")
+        )
     else:
         server.push(Say(f"Here it is.\n\n```python\n{ALL_REDUCE_P2P}```\n", input=2000, output=300))
     out = tmp_path / "run"
     cfg = make_config(FAST, problem=f"pkb:{tree}::1", model=spec, mode=mode, base_url=server.url + suffix, device="cpu")
     result = solve(cfg, out)
 
-    assert result.correct and result.check.status == "correct" and result.check.trials_passed == 2, result.model_dump_json(indent=1)
+    assert result.correct and result.check.status == "correct" and result.check.trials_passed == 2, result.model_dump_json(
+        indent=1
+    )
     assert result.check.problem == "1_all_reduce"
     tr = read(out / "transcript.jsonl")
     prompt = json.dumps([e for e in tr if e["event"] == "prompt"])
@@ -159,7 +183,10 @@ def test_a_model_solves_a_pkb_problem(server, tree, tmp_path, provider, mode):
     if mode == "agent":
         observed = [e["output"] for e in tr if e["event"] == "observation"]
         assert "1_all_reduce.py" in observed[0] and "input_output_tensors.py" in observed[0]  # the problem's files, copied in
-        assert [(e["source"], e["result"]["status"]) for e in tr if e["event"] == "check"] == [("agent", "correct"), ("trusted", "correct")]
+        assert [(e["source"], e["result"]["status"]) for e in tr if e["event"] == "check"] == [
+            ("agent", "correct"),
+            ("trusted", "correct"),
+        ]
     exported = solution_path(out, solutions_dir_name(spec, hardware="h200_2"), "1_all_reduce", 0)
     assert exported.read_text() == ALL_REDUCE_P2P == (out / "solution.py").read_text()
     assert exported.parent.name == f"solutions_cuda_bf16_h200_2_{provider}_{spec.split(':')[1]}"
@@ -169,8 +196,14 @@ def test_a_model_solves_a_pkb_problem(server, tree, tmp_path, provider, mode):
 def test_zero_shot_with_the_checkouts_prompt_file(server, tree, tmp_path):
     server.push(Say(f"```python\n{ALL_REDUCE_P2P}```\n"))
     spec, _, suffix = SPECS["openai"]
-    cfg = make_config(FAST + [f"pkb.prompt_file={tree / 'kernelgen' / 'prompts.toml'}", "pkb.prompt_option=zero_shot"],
-                      problem=f"pkb:{tree}::1_all_reduce", model=spec, mode="zero-shot", base_url=server.url + suffix, device="cpu")
+    cfg = make_config(
+        FAST + [f"pkb.prompt_file={tree / 'kernelgen' / 'prompts.toml'}", "pkb.prompt_option=zero_shot"],
+        problem=f"pkb:{tree}::1_all_reduce",
+        model=spec,
+        mode="zero-shot",
+        base_url=server.url + suffix,
+        device="cpu",
+    )
     result = solve(cfg, tmp_path / "run")
     assert result.correct, result.message
     messages = server.requests[0]["body"]["messages"]
@@ -178,8 +211,14 @@ def test_zero_shot_with_the_checkouts_prompt_file(server, tree, tmp_path):
     assert messages[1]["content"].startswith("TREE PROMPT") and "ReduceOp.SUM" in messages[1]["content"]
     assert "kernels_lib" not in messages[1]["content"]  # theirs, not ours
 
-    bad = make_config(FAST + [f"pkb.prompt_file={tree / 'nope.toml'}"], problem=f"pkb:{tree}::1", model=spec, mode="zero-shot",
-                      base_url=server.url + suffix, device="cpu")
+    bad = make_config(
+        FAST + [f"pkb.prompt_file={tree / 'nope.toml'}"],
+        problem=f"pkb:{tree}::1",
+        model=spec,
+        mode="zero-shot",
+        base_url=server.url + suffix,
+        device="cpu",
+    )
     with pytest.raises(ConfigError, match="nope.toml"):
         solve(bad, tmp_path / "bad")
 
@@ -191,8 +230,9 @@ def test_solve_refuses_unknown_pkb_problems(tree, tmp_path):
 
 
 REAL = Path(__file__).resolve().parents[1] / "third_party" / "ParallelKernelBench"
-needs_checkout = pytest.mark.skipif(not (REAL / "reference").is_dir(),
-                                    reason="no ParallelKernelBench checkout in third_party/ (git-ignored; see README)")
+needs_checkout = pytest.mark.skipif(
+    not (REAL / "reference").is_dir(), reason="no ParallelKernelBench checkout in third_party/ (git-ignored; see README)"
+)
 
 
 @needs_checkout
@@ -234,8 +274,14 @@ class RoutedServer(FakeModelServer):
         body = json.loads(raw or b"{}")
         code = self.GOOD[re.search(r"ParallelKernelBench problem `(\w+)`", json.dumps(body)).group(1)]
         if body.get("tools"):
-            self.script.append(Say("Writing and submitting.", [("bash", {"command": f"cat > solution.py <<'EOF'\n{code}EOF\n"}),
-                                                              ("submit", {})], input=3000, output=400))
+            self.script.append(
+                Say(
+                    "Writing and submitting.",
+                    [("bash", {"command": f"cat > solution.py <<'EOF'\n{code}EOF\n"}), ("submit", {})],
+                    input=3000,
+                    output=400,
+                )
+            )
         else:
             self.script.append(Say(f"```python\n{code}```\n", input=1000, output=200))
         return super().answer(path, headers, raw)
@@ -244,9 +290,18 @@ class RoutedServer(FakeModelServer):
 def experiment(tmp_path, tree, **fields):
     from configs import ExperimentConfig, validate
 
-    base = {"name": "pkb", "problems": [f"pkb:{tree}::1-2"], "modes": ["zero-shot", "agent"], "samples": 1, "device": "cpu",
-            "size": 0.001, "run_dir": str(tmp_path / "runs"), "llm_concurrency": 2, "check": {"trials": 2, "timeout_s": 30},
-            "agent": {"retry_wait_s": 0.01, "step_limit": 3}}
+    base = {
+        "name": "pkb",
+        "problems": [f"pkb:{tree}::1-2"],
+        "modes": ["zero-shot", "agent"],
+        "samples": 1,
+        "device": "cpu",
+        "size": 0.001,
+        "run_dir": str(tmp_path / "runs"),
+        "llm_concurrency": 2,
+        "check": {"trials": 2, "timeout_s": 30},
+        "agent": {"retry_wait_s": 0.01, "step_limit": 3},
+    }
     return validate(ExperimentConfig, {**base, **fields}, "test")
 
 
@@ -262,7 +317,10 @@ def test_experiment_on_pkb_problems_in_both_modes_and_back_from_their_layout(tmp
     theirs = tmp_path / "runs" / "pkb" / "pkb_solutions"
     folder = solutions_dir_name(spec, hardware="h200_2")
     for mode in ("zero-shot", "agent"):
-        assert sorted(p.name for p in (theirs / mode / folder).iterdir()) == ["1_all_reduce_cuda.py", "2_allgather_matmul_cuda.py"]
+        assert sorted(p.name for p in (theirs / mode / folder).iterdir()) == [
+            "1_all_reduce_cuda.py",
+            "2_allgather_matmul_cuda.py",
+        ]
     assert (theirs / "agent" / folder / "2_allgather_matmul_cuda.py").read_text() == ALLGATHER_MATMUL
     (g,) = [g for g in pkb_rows(build(tmp_path / "runs" / "pkb")) if g["mode"] == "agent"]
     assert g["pass@1"] == 1.0 and g["problems"] == 2
@@ -285,21 +343,36 @@ def test_a_folder_of_generations_in_their_layout_scored_and_reported(tmp_path, t
     monkeypatch.setenv("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
     folder = tmp_path / "solutions_cuda_bf16_h100_8_together_some_model"
     files = {
-        folder: {"1_all_reduce_cuda.py": ALL_REDUCE_P2P, "2_allgather_matmul_cuda.py": t.ALLGATHER_MATMUL_SHAPE,
-                 "3_scale_shards_cuda.py": t.SCALE_SHARDS_WRONG, "1_all_reduce_cuda_sample3.py": t.ALL_REDUCE_RAISES},
-        folder.with_name(folder.name + "_sample1"): {"1_all_reduce_cuda.py": t.ALL_REDUCE_TYPO,
-                                                     "2_allgather_matmul_cuda.py": t.ALLGATHER_MATMUL,
-                                                     "3_scale_shards_cuda.py": t.SYNTAX_ERROR},
-        folder.with_name(folder.name + "_sample2"): {"1_all_reduce_cuda.py": t.ALL_REDUCE_MULTICAST,
-                                                     "2_allgather_matmul_cuda.py": t.ALLGATHER_MATMUL_DEADLOCK,
-                                                     "3_scale_shards_cuda.py": REFERENCE_3},
+        folder: {
+            "1_all_reduce_cuda.py": ALL_REDUCE_P2P,
+            "2_allgather_matmul_cuda.py": t.ALLGATHER_MATMUL_SHAPE,
+            "3_scale_shards_cuda.py": t.SCALE_SHARDS_WRONG,
+            "1_all_reduce_cuda_sample3.py": t.ALL_REDUCE_RAISES,
+        },
+        folder.with_name(folder.name + "_sample1"): {
+            "1_all_reduce_cuda.py": t.ALL_REDUCE_TYPO,
+            "2_allgather_matmul_cuda.py": t.ALLGATHER_MATMUL,
+            "3_scale_shards_cuda.py": t.SYNTAX_ERROR,
+        },
+        folder.with_name(folder.name + "_sample2"): {
+            "1_all_reduce_cuda.py": t.ALL_REDUCE_MULTICAST,
+            "2_allgather_matmul_cuda.py": t.ALLGATHER_MATMUL_DEADLOCK,
+            "3_scale_shards_cuda.py": REFERENCE_3,
+        },
     }
     for where, named in files.items():
         where.mkdir()
         for name, text in named.items():
             (where / name).write_text(text)
-    cfg = experiment(tmp_path, tree, problems=[f"pkb:{tree}"], models=[f"folder:{folder}"], modes=["zero-shot"], samples=4,
-                     check={"trials": 2, "timeout_s": 20})
+    cfg = experiment(
+        tmp_path,
+        tree,
+        problems=[f"pkb:{tree}"],
+        models=[f"folder:{folder}"],
+        modes=["zero-shot"],
+        samples=4,
+        check={"trials": 2, "timeout_s": 20},
+    )
     tally = run_experiment(cfg, progress=False)
     assert (tally.done, tally.passed) == (12, 3)
     root = tmp_path / "runs" / "pkb"
@@ -307,13 +380,26 @@ def test_a_folder_of_generations_in_their_layout_scored_and_reported(tmp_path, t
     assert data["pkb"] is True
     (row,) = pkb_rows(data)
     assert row["pass@1"] == pytest.approx(0.25) and row["pass@4"] == 1.0 and row["fast_1@1"] == 0.0  # CPU: no timing
-    assert {k: row[k] for k in list(row)[-8:]} == {"nvcc/syntax": 1, "tensor shape": 1, "attribute/API typo": 1, "runtime error": 1,
-                                                   "output mismatch": 1, "deadlock": 1, "other": 1, "no candidate": 2}
+    assert {k: row[k] for k in list(row)[-8:]} == {
+        "nvcc/syntax": 1,
+        "tensor shape": 1,
+        "attribute/API typo": 1,
+        "runtime error": 1,
+        "output mismatch": 1,
+        "deadlock": 1,
+        "other": 1,
+        "no candidate": 2,
+    }
     refused = [s for s in data["samples"] if s["check"] == "refused"]
     assert [(s["problem"], s["sample"]) for s in refused] == [("1_all_reduce", 2)]
 
-    out = subprocess.run([sys.executable, "-m", "pkagent", "report", str(root), "--csv", "--html"], capture_output=True, text=True,
-                         timeout=300, env={**os.environ, "COLUMNS": "250"})
+    out = subprocess.run(
+        [sys.executable, "-m", "pkagent", "report", str(root), "--csv", "--html"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "250"},
+    )
     assert out.returncode == 0, out.stderr
     assert "ParallelKernelBench's table" in out.stdout and "ParallelKernelBench's failure taxonomy" in out.stdout
     assert all(c in out.stdout for c in ("nvcc/syntax", "attribute/API", "mismatch", "deadlock"))  # headers wrap at spaces
@@ -329,19 +415,29 @@ def test_failure_classes_of_checker_messages():
     from eval.suites import failure_class
 
     def cls(status, message, log=""):
-        return failure_class(CheckResult(status=status, problem="p", candidate="c", world_size=2, device="cpu", trials=1,
-                                         message=message, log_tail=log))
+        return failure_class(
+            CheckResult(
+                status=status, problem="p", candidate="c", world_size=2, device="cpu", trials=1, message=message, log_tail=log
+            )
+        )
 
     assert cls("compile_error", "Python syntax error at line 1: expected ':'") == "nvcc/syntax"
     assert cls("compile_error", "RuntimeError: Error building extension 'k': nvcc failed") == "nvcc/syntax"
     assert cls("incorrect", "rank 0, trial 0: output: shape (4, 4), expected (8, 4)") == "tensor shape"
     assert cls("incorrect", "rank 1, trial 0: output[0]: expected a tuple of 2, got Tensor") == "tensor shape"
     assert cls("incorrect", "rank 0, trial 1: output: 12 of 16 elements out of tolerance") == "output mismatch"
-    assert cls("runtime_error", "rank 0: RuntimeError: The size of tensor a (4) must match the size of tensor b (8)") == "tensor shape"
+    assert (
+        cls("runtime_error", "rank 0: RuntimeError: The size of tensor a (4) must match the size of tensor b (8)")
+        == "tensor shape"
+    )
     assert cls("runtime_error", "rank 0: RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x8 and 4x4)") == "tensor shape"
-    assert cls("runtime_error", "rank 0: AttributeError: module 'torch.distributed' has no attribute 'all_reduce_sum'") == \
-        "attribute/API typo"
-    assert cls("runtime_error", "rank 1: TypeError: solution() takes 1 positional argument but 3 were given") == "attribute/API typo"
+    assert (
+        cls("runtime_error", "rank 0: AttributeError: module 'torch.distributed' has no attribute 'all_reduce_sum'")
+        == "attribute/API typo"
+    )
+    assert (
+        cls("runtime_error", "rank 1: TypeError: solution() takes 1 positional argument but 3 were given") == "attribute/API typo"
+    )
     assert cls("import_error", "ModuleNotFoundError: No module named 'kernels'") == "attribute/API typo"
     assert cls("runtime_error", "rank 0: RuntimeError: CUDA error: an illegal memory access was encountered") == "runtime error"
     assert cls("timeout", "ranks [0, 1] made no progress for 20 s") == "deadlock"
@@ -354,8 +450,15 @@ def test_solve_summary_of_a_timed_problem_without_roofline(capsys):
     from eval.result import CheckResult, Perf, Timing
 
     t = Timing(median_ms=0.02, min_ms=0.01, max_ms=0.03, batches=5, calls_per_batch=10)
-    check = CheckResult(status="correct", problem="1_allreduce", candidate="c", world_size=2, device="cuda", trials=5,
-                        perf=Perf(reference=t, candidate=t.model_copy(update={"median_ms": 0.01}), speedup=2.0))
+    check = CheckResult(
+        status="correct",
+        problem="1_allreduce",
+        candidate="c",
+        world_size=2,
+        device="cuda",
+        trials=5,
+        perf=Perf(reference=t, candidate=t.model_copy(update={"median_ms": 0.01}), speedup=2.0),
+    )
     print_summary(SolveResult(problem="pkb:/x::1", model="replay:x", mode="agent", status="submitted", correct=True, check=check))
     out = " ".join(capsys.readouterr().out.split())
     assert "speedup 2.00x (no roofline for this problem)" in out
@@ -367,12 +470,33 @@ def test_solve_command_on_a_pkb_checkout(tree, tmp_path):
     script = tmp_path / "reply.jsonl"
     reply = {"text": f"```python\n{ALL_REDUCE_P2P}```\n", "tool_calls": [], "usage": {}, "cost_usd": 0.0, "finish_reason": "stop"}
     script.write_text(json.dumps({"event": "response", "step": 1, "reply": reply}) + "\n")
-    run = [sys.executable, "-m", "pkagent", "solve", "--problem", "1", "--model", f"replay:{script}", "--mode", "zero-shot",
-           "--device", "cpu", "size=0.001", "check.trials=2"]
-    out = subprocess.run([*run, "--suite", f"pkb:{tree}", "--out", str(tmp_path / "run")], capture_output=True, text=True,
-                         timeout=300, env={**os.environ, "COLUMNS": "200"})
+    run = [
+        sys.executable,
+        "-m",
+        "pkagent",
+        "solve",
+        "--problem",
+        "1",
+        "--model",
+        f"replay:{script}",
+        "--mode",
+        "zero-shot",
+        "--device",
+        "cpu",
+        "size=0.001",
+        "check.trials=2",
+    ]
+    out = subprocess.run(
+        [*run, "--suite", f"pkb:{tree}", "--out", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "correct, 2/2 trials" in out.stdout
-    assert (tmp_path / "run" / "solutions_cuda_bf16_h200_2_replay_reply.jsonl" / "1_all_reduce_cuda.py").read_text() == ALL_REDUCE_P2P
+    assert (
+        tmp_path / "run" / "solutions_cuda_bf16_h200_2_replay_reply.jsonl" / "1_all_reduce_cuda.py"
+    ).read_text() == ALL_REDUCE_P2P
     bad = subprocess.run([*run, "--suite", f"pkb:{tmp_path}"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "not a ParallelKernelBench checkout" in bad.stderr and "Traceback" not in bad.stderr

@@ -43,13 +43,35 @@ def make_run(root: Path, device: str, samples: int = 3) -> Path:
                     if device == "cuda" and status == "correct":
                         ref, cand = rng.uniform(0.5, 2), rng.uniform(0.3, 2.5)
                         t = lambda ms: Timing(median_ms=ms, min_ms=ms * 0.95, max_ms=ms * 1.1, batches=10, calls_per_batch=5)  # noqa: E731
-                        perf = Perf(reference=t(ref), candidate=t(cand), speedup=ref / cand, roofline_ms=0.2,
-                                    candidate_roofline_fraction=0.2 / cand, hardware="h200_2")
-                    check = CheckResult(status=status, problem=problem, candidate="solution.py", world_size=2, device=device,
-                                        trials=5, trials_passed=5 if status == "correct" else 1, perf=perf)
-                    result = SolveResult(problem=problem, model=model, mode=mode, status="submitted",
-                                         correct=status == "correct", steps=rng.randint(1, 12), cost_usd=rng.uniform(0, 0.4),
-                                         wall_s=rng.uniform(20, 300), check=check)
+                        perf = Perf(
+                            reference=t(ref),
+                            candidate=t(cand),
+                            speedup=ref / cand,
+                            roofline_ms=0.2,
+                            candidate_roofline_fraction=0.2 / cand,
+                            hardware="h200_2",
+                        )
+                    check = CheckResult(
+                        status=status,
+                        problem=problem,
+                        candidate="solution.py",
+                        world_size=2,
+                        device=device,
+                        trials=5,
+                        trials_passed=5 if status == "correct" else 1,
+                        perf=perf,
+                    )
+                    result = SolveResult(
+                        problem=problem,
+                        model=model,
+                        mode=mode,
+                        status="submitted",
+                        correct=status == "correct",
+                        steps=rng.randint(1, 12),
+                        cost_usd=rng.uniform(0, 0.4),
+                        wall_s=rng.uniform(20, 300),
+                        check=check,
+                    )
                     d = root / model.replace(":", "_").replace("/", "_") / problem / mode / f"sample_{k}"
                     d.mkdir(parents=True)
                     (d / "result.json").write_text(result.model_dump_json())
@@ -129,9 +151,19 @@ def render(page: Path, width: int, tmp: Path) -> tuple[dict, Path]:
     """Load `page` at `width` px in headless Chromium: what the probe measured, and a full-page screenshot."""
     probed = tmp / f"probe_{page.stem}_{width}.html"
     probed.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
-    flags = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={tmp / 'profile'}", "--virtual-time-budget=5000"]
+    flags = [
+        chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp / 'profile'}",
+        "--virtual-time-budget=5000",
+    ]
     dom = deadlines.run([*flags, f"--window-size={width},900", "--dump-dom", probed.as_uri()], text=True)
     m = re.search(r"data-probe=\"([^\"]*)\"", dom.stdout)
     assert m, dom.stderr[-2000:]

@@ -265,7 +265,9 @@ def test_bwrap_hides_everything_but_the_work_dir(jail, tmp_path):
 
 def test_bwrap_runs_the_checker_on_cpu(jail):
     jail.put("solution.py", (REPO / "tests" / "candidates" / "honest.py").read_text())
-    r = jail.execute("pkagent check solution.py --problem all_reduce --device cpu --trials 1 --size 0.01 --json", timeout=deadlines.scaled(240))
+    r = jail.execute(
+        "pkagent check solution.py --problem all_reduce --device cpu --trials 1 --size 0.01 --json", timeout=deadlines.scaled(240)
+    )
     assert r.exit_code == 0, r.output
     assert '"status":"correct"' in r.output.replace(" ", "")
 

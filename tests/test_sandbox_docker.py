@@ -48,7 +48,9 @@ from sandbox.docker import LABEL, client  # noqa: E402
 
 
 def config(**kw) -> SandboxConfig:
-    base = dict(backend="docker", image=IMAGE, command_timeout_s=60, output_limit_chars=2000, memory_gb=0.5, cpus=1, max_file_gb=0.01)
+    base = dict(
+        backend="docker", image=IMAGE, command_timeout_s=60, output_limit_chars=2000, memory_gb=0.5, cpus=1, max_file_gb=0.01
+    )
     return SandboxConfig(**{**base, **kw})
 
 
@@ -110,16 +112,20 @@ def test_no_network(box):
 
 
 def test_writes_only_in_work_dir_and_tmp(box):
-    r = box.execute("for d in / /etc /usr /usr/lib/python3 /root; do touch $d/x 2>/dev/null && echo WROTE $d; done;"
-                    " echo t > /tmp/t && cat /tmp/t")
+    r = box.execute(
+        "for d in / /etc /usr /usr/lib/python3 /root; do touch $d/x 2>/dev/null && echo WROTE $d; done;"
+        " echo t > /tmp/t && cat /tmp/t"
+    )
     assert "WROTE" not in r.output and r.output.strip() == "t"
     r = box.execute(f"ls {box.workdir.parent}")  # the host's side of the work directory is not there
     assert r.exit_code != 0 and "No such file or directory" in r.output
 
 
 def test_installed_files_cannot_be_modified(box):
-    r = box.execute("f=$(python3 -c 'import json; print(json.__file__)'); cp $f /work/before;"
-                    " echo 'x' >> $f && echo MODIFIED; rm -f $f && echo REMOVED; cmp $f /work/before && echo SAME")
+    r = box.execute(
+        "f=$(python3 -c 'import json; print(json.__file__)'); cp $f /work/before;"
+        " echo 'x' >> $f && echo MODIFIED; rm -f $f && echo REMOVED; cmp $f /work/before && echo SAME"
+    )
     assert "MODIFIED" not in r.output and "REMOVED" not in r.output and "SAME" in r.output
 
 
@@ -153,8 +159,10 @@ def test_memory_exhaustion_fails_cleanly(box):
 def test_disk_exhaustion_fails_cleanly(box):
     r = box.execute("head -c 50000000 /dev/zero > big.bin")  # max_file_gb is 0.01
     assert r.exit_code != 0 and (box.workdir / "big.bin").stat().st_size <= 0.01 * 2**30 + 4096
-    r = box.execute("for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30; do"
-                    " head -c 10000000 /dev/zero > /tmp/f$i || exit 1; done")
+    r = box.execute(
+        "for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30; do"
+        " head -c 10000000 /dev/zero > /tmp/f$i || exit 1; done"
+    )
     assert r.exit_code != 0  # /tmp is capped at half the memory limit
     assert box.execute("rm -f /tmp/f*; echo ok").output.strip() == "ok"
 
@@ -219,8 +227,23 @@ def test_missing_image_and_missing_engine_are_clear_errors(tmp_path, monkeypatch
 
 def test_cli_run_uses_the_docker_backend(tmp_path):
     out = deadlines.run(
-        [sys.executable, "-m", "pkagent", "sandbox", "run", "--backend", "docker", "--image", IMAGE,
-         "--workdir", str(tmp_path), "--timeout", "30", "--", "cat /proc/1/cmdline | tr '\\0' ' '; pwd; exit 4"],
+        [
+            sys.executable,
+            "-m",
+            "pkagent",
+            "sandbox",
+            "run",
+            "--backend",
+            "docker",
+            "--image",
+            IMAGE,
+            "--workdir",
+            str(tmp_path),
+            "--timeout",
+            "30",
+            "--",
+            "cat /proc/1/cmdline | tr '\\0' ' '; pwd; exit 4",
+        ],
         text=True,
     )
     assert out.returncode == 4, out.stderr

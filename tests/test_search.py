@@ -24,8 +24,20 @@ from scripted_model import SPEC, LadderServer, kernels, name_of  # noqa: E402
 from experiments.search import load_search, refines, run_search  # noqa: E402
 
 KERNELS = ROOT / "examples" / "search_cpu" / "kernels"
-COMMON = ["--problem", "all_reduce", "--device", "cpu", "--world-size", "2", "size=0.001", "check.trials=2",
-          "verify.trials=2", "verify.batches=5", "agent.retry_wait_s=0.01", "agent.step_limit=3"]
+COMMON = [
+    "--problem",
+    "all_reduce",
+    "--device",
+    "cpu",
+    "--world-size",
+    "2",
+    "size=0.001",
+    "check.trials=2",
+    "verify.trials=2",
+    "verify.batches=5",
+    "agent.retry_wait_s=0.01",
+    "agent.step_limit=3",
+]
 TRUE_DELAY = {"sleep_64": 0.064, "sleep_32": 0.032, "sleep_8": 0.008, "reference": 0.0, "fast_once": 0.2}
 
 
@@ -35,8 +47,21 @@ def env(server=None):
 
 
 def cmd(server, out: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "pkagent", "search", "--model", SPEC, "--base-url", server.url, "--out", str(out), "-q",
-            *COMMON, *args]
+    return [
+        sys.executable,
+        "-m",
+        "pkagent",
+        "search",
+        "--model",
+        SPEC,
+        "--base-url",
+        server.url,
+        "--out",
+        str(out),
+        "-q",
+        *COMMON,
+        *args,
+    ]
 
 
 def server_for(tmp: Path, scratch: list, ladder: list) -> LadderServer:
@@ -61,16 +86,25 @@ def resumed(tmp_path_factory):
     with server_for(tmp, order["scratch"], order["ladder"]) as server:
         c = cmd(server, out, "--parallel", "2", "--max-samples", "5", "--refine-fraction", "0.7")
         first = subprocess.Popen(c, env=env(server), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadlines.wait_until(lambda: len(list(out.glob("samples/sample_*/result.json"))) >= 2
-                             and bool(list(out.glob("*/.sample_*"))), proc=first, watch=[out])
+        deadlines.wait_until(
+            lambda: len(list(out.glob("samples/sample_*/result.json"))) >= 2 and bool(list(out.glob("*/.sample_*"))),
+            proc=first,
+            watch=[out],
+        )
         assert first.poll() is None, first.stderr.read().decode()
         os.kill(first.pid, signal.SIGKILL)
         first.wait()
         before, asked_before = files(out), len(server.asked)
         leftovers = [p.name for p in [*out.glob("samples/.sample_*"), *out.glob("verify/.sample_*")]]
         second = deadlines.run(c, env=env(server), text=True, watch=[out])
-        yield dict(out=out, before=before, leftovers=leftovers, second=second, after=files(out),
-                   asked=(asked_before, len(server.asked) - asked_before))
+        yield dict(
+            out=out,
+            before=before,
+            leftovers=leftovers,
+            second=second,
+            after=files(out),
+            asked=(asked_before, len(server.asked) - asked_before),
+        )
 
 
 def test_resumes_after_sigkill_without_redoing_finished_samples(resumed):
@@ -110,8 +144,11 @@ def test_fastest_verified_kernel_wins_and_fast_once_does_not(resumed):
         assert check["status"] == "correct" and check["trials"] == 2 and check["perf"]["reference"]["median_ms"] > 0
         assert check["perf"]["pairs"] >= 5  # verify.batches: the least number of timed pairs
     assert result["screen"]["perf"]["pairs"] >= 10  # the checker's own least
-    assert TRUE_DELAY[names[best]] * 1e3 <= result["verified"]["default"]["perf"]["candidate"]["median_ms"] < \
-        TRUE_DELAY[names[best]] * 1e3 + 15
+    assert (
+        TRUE_DELAY[names[best]] * 1e3
+        <= result["verified"]["default"]["perf"]["candidate"]["median_ms"]
+        < TRUE_DELAY[names[best]] * 1e3 + 15
+    )
     txt = (out / "leaderboard.txt").read_text()
     assert "best" in txt and "re-check" in txt
     assert (out / "progress.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -148,9 +185,25 @@ def test_refine_fraction_spreads_evenly():
 
 def test_stops_on_target(tmp_path):
     with server_for(tmp_path, ["sleep_64"], ["sleep_64", "reference"]) as server:
-        run = deadlines.run(cmd(server, tmp_path / "out", "--mode", "zero-shot", "--parallel", "1", "--max-samples", "6",
-                                 "--refine-fraction", "1", "--target-speedup", "0.3"),
-                             env=env(server), text=True, watch=[tmp_path / "out"])
+        run = deadlines.run(
+            cmd(
+                server,
+                tmp_path / "out",
+                "--mode",
+                "zero-shot",
+                "--parallel",
+                "1",
+                "--max-samples",
+                "6",
+                "--refine-fraction",
+                "1",
+                "--target-speedup",
+                "0.3",
+            ),
+            env=env(server),
+            text=True,
+            watch=[tmp_path / "out"],
+        )
     assert run.returncode == 0, run.stderr
     b = board(tmp_path / "out")
     assert b["stopped"].startswith("target") and b["samples"] == 2 and b["best"] == 1
@@ -162,8 +215,14 @@ def test_stops_on_target(tmp_path):
 
 def test_respects_the_budget(tmp_path):
     with server_for(tmp_path, [None], ["sleep_64"]) as server:  # replies without code: $0.002 each, nothing to check
-        run = deadlines.run(cmd(server, tmp_path / "out", "--mode", "zero-shot", "--parallel", "1", "--max-samples", "10",
-                                 "--budget-usd", "0.005"), env=env(server), text=True, watch=[tmp_path / "out"])
+        run = deadlines.run(
+            cmd(
+                server, tmp_path / "out", "--mode", "zero-shot", "--parallel", "1", "--max-samples", "10", "--budget-usd", "0.005"
+            ),
+            env=env(server),
+            text=True,
+            watch=[tmp_path / "out"],
+        )
     assert run.returncode == 1, run.stderr  # no kernel
     b = board(tmp_path / "out")
     costs = [r["cost_usd"] for r in sorted(b["entries"], key=lambda r: r["sample"])]
@@ -173,9 +232,25 @@ def test_respects_the_budget(tmp_path):
 
 def test_stops_when_patience_runs_out(tmp_path):
     with server_for(tmp_path, ["sleep_8", None], ["sleep_64"]) as server:
-        run = deadlines.run(cmd(server, tmp_path / "out", "--mode", "zero-shot", "--parallel", "1", "--max-samples", "10",
-                                 "--refine-fraction", "0.5", "--patience", "2"),
-                             env=env(server), text=True, watch=[tmp_path / "out"])
+        run = deadlines.run(
+            cmd(
+                server,
+                tmp_path / "out",
+                "--mode",
+                "zero-shot",
+                "--parallel",
+                "1",
+                "--max-samples",
+                "10",
+                "--refine-fraction",
+                "0.5",
+                "--patience",
+                "2",
+            ),
+            env=env(server),
+            text=True,
+            watch=[tmp_path / "out"],
+        )
     assert run.returncode == 0, run.stderr
     b = board(tmp_path / "out")
     rows = {r["sample"]: r for r in b["entries"]}
@@ -188,27 +263,41 @@ def test_search_on_ray(tmp_path, monkeypatch):
     ray = pytest.importorskip("ray", reason="ray is not installed (pip install ray): the ray executor is not tested")
     with server_for(tmp_path, ["sleep_32", "reference"], ["sleep_32"]) as server:
         monkeypatch.setenv("ANTHROPIC_API_KEY", server.api_key)
-        cfg = load_search(None, [*COMMON[6:], "executor=ray", "mode=zero-shot", "refine_fraction=0"], problem="all_reduce",
-                          model=SPEC, base_url=server.url, device="cpu", parallel=2, max_samples=2, out=str(tmp_path / "out"))
+        cfg = load_search(
+            None,
+            [*COMMON[6:], "executor=ray", "mode=zero-shot", "refine_fraction=0"],
+            problem="all_reduce",
+            model=SPEC,
+            base_url=server.url,
+            device="cpu",
+            parallel=2,
+            max_samples=2,
+            out=str(tmp_path / "out"),
+        )
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
         try:
             b = run_search(cfg, progress=False)
         finally:
             ray.shutdown()
-    names = {r["sample"]: name_of((tmp_path / "out" / "samples" / f"sample_{r['sample']}" / "solution.py").read_text())
-             for r in b["entries"]}
+    names = {
+        r["sample"]: name_of((tmp_path / "out" / "samples" / f"sample_{r['sample']}" / "solution.py").read_text())
+        for r in b["entries"]
+    }
     assert sorted(names.values()) == ["reference", "sleep_32"] and names[b["best"]] == "reference"
     assert all(r["verify"] == "verified" for r in b["entries"])
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--problem", "no_such_problem"], "unknown problem"),
-    (["verify.nope=1"], "verify.nope: unknown key"),
-    (["--target-roofline", "0.8"], "target_roofline: roofline fractions are measured on CUDA only"),
-    (["--model", "foo:bar"], "unknown provider 'foo'"),
-    (["refine_fraction=2"], "refine_fraction: expected less than or equal to 1"),
-    (["OTHER"], "holds another search (problem=all_gather"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--problem", "no_such_problem"], "unknown problem"),
+        (["verify.nope=1"], "verify.nope: unknown key"),
+        (["--target-roofline", "0.8"], "target_roofline: roofline fractions are measured on CUDA only"),
+        (["--model", "foo:bar"], "unknown provider 'foo'"),
+        (["refine_fraction=2"], "refine_fraction: expected less than or equal to 1"),
+        (["OTHER"], "holds another search (problem=all_gather"),
+    ],
+)
 def test_bad_input_fails_in_one_line(tmp_path, args, words):
     out = tmp_path / "out"
     if args == ["OTHER"]:
@@ -234,11 +323,14 @@ def test_recorded_gpu_searches_show_what_the_docs_claim(run, stopped):
     folder = ROOT / "examples" / "search_kernels_lib" / run
     board = json.loads((folder / "leaderboard.json").read_text())
     assert board["stopped"].startswith(stopped) and board["device"] == "cuda"
-    kernel = {e["sample"]: name_of((folder / "samples" / f"sample_{e['sample']}" / "solution.py").read_text())
-              for e in board["entries"]}
+    kernel = {
+        e["sample"]: name_of((folder / "samples" / f"sample_{e['sample']}" / "solution.py").read_text()) for e in board["entries"]
+    }
     best = next(e for e in board["entries"] if e["best"])
     assert kernel[best["sample"]] in ("one_shot", "two_shot") and best["verify"] == "verified"
-    assert (folder / "best" / "solution.py").read_text() == (folder / "samples" / f"sample_{best['sample']}" / "solution.py").read_text()
+    assert (folder / "best" / "solution.py").read_text() == (
+        folder / "samples" / f"sample_{best['sample']}" / "solution.py"
+    ).read_text()
     assert best["refined"] is not None  # reached by refinement
     (fast_once,) = [e for e in board["entries"] if kernel[e["sample"]] == "fast_once"]
     assert fast_once["screen"]["ms"] < 1.05 * best["verified"]["default"]["ms"]  # it looked as fast as the winner once

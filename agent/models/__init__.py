@@ -111,8 +111,16 @@ class TransientError(Exception):
         self.retry_after = retry_after
 
 
-_CONTEXT_WORDS = ("context length", "context_length", "context window", "prompt is too long", "too many tokens",
-                  "maximum context", "input token count", "exceeds the maximum number of tokens")
+_CONTEXT_WORDS = (
+    "context length",
+    "context_length",
+    "context window",
+    "prompt is too long",
+    "too many tokens",
+    "maximum context",
+    "input token count",
+    "exceeds the maximum number of tokens",
+)
 
 
 def retry_after(headers: Any) -> float | None:
@@ -181,8 +189,7 @@ class Client:
     key_env: tuple[str, ...] = ()
     actions: str | None = None  # an action format the client requires ("tools" or "text"), if any
 
-    def __init__(self, model: str, config: AgentConfig, prices: ModelsConfig | None = None,
-                 base_url: str | None = None):
+    def __init__(self, model: str, config: AgentConfig, prices: ModelsConfig | None = None, base_url: str | None = None):
         self.model = model
         self.config = config
         self.base_url = base_url
@@ -206,8 +213,12 @@ class Client:
             return 0.0
         cached = p.cached_input if p.cached_input is not None else p.input
         write = p.cache_write if p.cache_write is not None else p.input
-        return (usage.input_tokens * p.input + usage.cached_tokens * cached + usage.cache_write_tokens * write
-                + usage.output_tokens * p.output) / 1e6
+        return (
+            usage.input_tokens * p.input
+            + usage.cached_tokens * cached
+            + usage.cache_write_tokens * write
+            + usage.output_tokens * p.output
+        ) / 1e6
 
     def query(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> Reply:
         def before_sleep(state: RetryCallState) -> None:
@@ -242,8 +253,9 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return provider, name
 
 
-def get_model(spec: str, config: AgentConfig | None = None, *, base_url: str | None = None,
-              prices: ModelsConfig | None = None) -> Client:
+def get_model(
+    spec: str, config: AgentConfig | None = None, *, base_url: str | None = None, prices: ModelsConfig | None = None
+) -> Client:
     """The client for `provider:model`; raises ConfigError for a bad spec or a missing key
     (checked here, before any work starts)."""
     provider, name = parse_spec(spec)

@@ -25,11 +25,14 @@ def to_anthropic(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], 
         elif m["role"] == "user":
             user_blocks().append({"type": "text", "text": m["content"]})
         elif m["role"] == "tool":
-            user_blocks().append({"type": "tool_result", "tool_use_id": m["tool_call_id"], "content": m["content"] or "(no output)"})
+            user_blocks().append(
+                {"type": "tool_result", "tool_use_id": m["tool_call_id"], "content": m["content"] or "(no output)"}
+            )
         else:
             blocks: list[dict[str, Any]] = [{"type": "text", "text": m["content"]}] if m.get("content") else []
-            blocks += [{"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["arguments"]}
-                       for c in m.get("tool_calls", [])]
+            blocks += [
+                {"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["arguments"]} for c in m.get("tool_calls", [])
+            ]
             out.append({"role": "assistant", "content": blocks or [{"type": "text", "text": "(empty)"}]})
     # Cache breakpoints: the system prompt and the end of the history (read back on the next step).
     if system:
@@ -47,8 +50,9 @@ class AnthropicClient(Client):
         import anthropic
 
         self._anthropic = anthropic
-        self._client = anthropic.Anthropic(api_key=self.api_key(), base_url=self.base_url, max_retries=0,
-                                           timeout=self.config.request_timeout_s)
+        self._client = anthropic.Anthropic(
+            api_key=self.api_key(), base_url=self.base_url, max_retries=0, timeout=self.config.request_timeout_s
+        )
 
     def _request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Reply:
         anthropic = self._anthropic
@@ -59,8 +63,9 @@ class AnthropicClient(Client):
         if self.config.temperature is not None:
             kwargs["temperature"] = min(self.config.temperature, 1.0)
         if tools:
-            kwargs["tools"] = [{"name": t["name"], "description": t["description"], "input_schema": t["parameters"]}
-                               for t in tools]
+            kwargs["tools"] = [
+                {"name": t["name"], "description": t["description"], "input_schema": t["parameters"]} for t in tools
+            ]
         try:
             r = self._client.messages.create(**kwargs)
         except anthropic.APIStatusError as e:
@@ -70,10 +75,16 @@ class AnthropicClient(Client):
         except (anthropic.APIResponseValidationError, ValueError) as e:
             raise TransientError(f"{self.provider}: malformed reply: {e}") from None
         text = "".join(b.text for b in r.content if b.type == "text")
-        calls = [ToolCall(id=b.id, name=b.name, arguments=b.input if isinstance(b.input, dict) else {"_unparsed": b.input})
-                 for b in r.content if b.type == "tool_use"]
+        calls = [
+            ToolCall(id=b.id, name=b.name, arguments=b.input if isinstance(b.input, dict) else {"_unparsed": b.input})
+            for b in r.content
+            if b.type == "tool_use"
+        ]
         u = r.usage
-        usage = Usage(input_tokens=u.input_tokens, output_tokens=u.output_tokens,
-                      cached_tokens=getattr(u, "cache_read_input_tokens", None) or 0,
-                      cache_write_tokens=getattr(u, "cache_creation_input_tokens", None) or 0)
+        usage = Usage(
+            input_tokens=u.input_tokens,
+            output_tokens=u.output_tokens,
+            cached_tokens=getattr(u, "cache_read_input_tokens", None) or 0,
+            cache_write_tokens=getattr(u, "cache_creation_input_tokens", None) or 0,
+        )
         return Reply(text=text, tool_calls=calls, usage=usage, finish_reason=r.stop_reason)

@@ -31,8 +31,11 @@ class GoogleClient(Client):
         from google.genai import errors, types
 
         self._types, self._errors = types, errors
-        options = types.HttpOptions(base_url=self.base_url, timeout=int(self.config.request_timeout_s * 1000),
-                                    retry_options=types.HttpRetryOptions(attempts=1))
+        options = types.HttpOptions(
+            base_url=self.base_url,
+            timeout=int(self.config.request_timeout_s * 1000),
+            retry_options=types.HttpRetryOptions(attempts=1),
+        )
         self._client = genai.Client(api_key=self.api_key(), http_options=options)
 
     def _contents(self, messages: list[dict[str, Any]]) -> tuple[str, list[Any]]:
@@ -52,8 +55,10 @@ class GoogleClient(Client):
             elif m["role"] == "user":
                 add("user", types.Part(text=m["content"]))
             elif m["role"] == "tool":
-                add("user", types.Part(function_response=types.FunctionResponse(
-                    name=m["name"], response={"output": m["content"]})))
+                add(
+                    "user",
+                    types.Part(function_response=types.FunctionResponse(name=m["name"], response={"output": m["content"]})),
+                )
             elif isinstance(m.get("provider_data"), dict) and "google_parts" in m["provider_data"]:
                 for p in m["provider_data"]["google_parts"]:
                     add("model", types.Part.model_validate_json(json.dumps(p)))
@@ -72,9 +77,18 @@ class GoogleClient(Client):
             max_output_tokens=self.config.max_tokens,
             temperature=self.config.temperature,
             automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
-            tools=[types.Tool(function_declarations=[
-                types.FunctionDeclaration(name=t["name"], description=t["description"],
-                                          parameters_json_schema=t["parameters"]) for t in tools])] if tools else None,
+            tools=[
+                types.Tool(
+                    function_declarations=[
+                        types.FunctionDeclaration(
+                            name=t["name"], description=t["description"], parameters_json_schema=t["parameters"]
+                        )
+                        for t in tools
+                    ]
+                )
+            ]
+            if tools
+            else None,
         )
         try:
             r = self._client.models.generate_content(model=self.model, contents=contents, config=config)
@@ -90,13 +104,20 @@ class GoogleClient(Client):
         if cand is None:
             raise TransientError(f"{self.provider}: reply without candidates")
         text = "".join(p.text for p in parts if p.text and not p.thought)
-        calls = [ToolCall(id=p.function_call.id or f"call_{i}", name=p.function_call.name or "",
-                          arguments=dict(p.function_call.args or {}))
-                 for i, p in enumerate(parts) if p.function_call is not None]
+        calls = [
+            ToolCall(
+                id=p.function_call.id or f"call_{i}", name=p.function_call.name or "", arguments=dict(p.function_call.args or {})
+            )
+            for i, p in enumerate(parts)
+            if p.function_call is not None
+        ]
         u = r.usage_metadata
         cached = (u.cached_content_token_count or 0) if u else 0
-        usage = Usage(input_tokens=((u.prompt_token_count or 0) - cached) if u else 0, cached_tokens=cached,
-                      output_tokens=((u.candidates_token_count or 0) + (u.thoughts_token_count or 0)) if u else 0)
+        usage = Usage(
+            input_tokens=((u.prompt_token_count or 0) - cached) if u else 0,
+            cached_tokens=cached,
+            output_tokens=((u.candidates_token_count or 0) + (u.thoughts_token_count or 0)) if u else 0,
+        )
         finish = cand.finish_reason.value if cand.finish_reason is not None and hasattr(cand.finish_reason, "value") else None
         data = {"google_parts": [json.loads(p.model_dump_json(exclude_none=True)) for p in parts]}
         return Reply(text=text, tool_calls=calls, usage=usage, finish_reason=finish, provider_data=data)

@@ -18,8 +18,7 @@ def to_openai(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             msg: dict[str, Any] = {"role": "assistant", "content": m.get("content") or None}
             if m.get("tool_calls"):
                 msg["tool_calls"] = [
-                    {"id": c["id"], "type": "function",
-                     "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
+                    {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
                     for c in m["tool_calls"]
                 ]
             out.append(msg)
@@ -47,13 +46,20 @@ class OpenAIClient(Client):
         import openai
 
         self._openai = openai
-        self._client = openai.OpenAI(api_key=self.api_key(), base_url=self.base_url or os.environ.get("OPENAI_BASE_URL"),
-                                     max_retries=0, timeout=self.config.request_timeout_s)
+        self._client = openai.OpenAI(
+            api_key=self.api_key(),
+            base_url=self.base_url or os.environ.get("OPENAI_BASE_URL"),
+            max_retries=0,
+            timeout=self.config.request_timeout_s,
+        )
 
     def _request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Reply:
         openai = self._openai
-        kwargs: dict[str, Any] = {"model": self.model, "messages": to_openai(messages),
-                                  self.max_tokens_param: self.config.max_tokens}
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": to_openai(messages),
+            self.max_tokens_param: self.config.max_tokens,
+        }
         if self.config.temperature is not None:
             kwargs["temperature"] = self.config.temperature
         if tools:
@@ -70,14 +76,20 @@ class OpenAIClient(Client):
             raise TransientError(f"{self.provider}: reply without choices")
         choice = r.choices[0]
         msg = choice.message
-        calls = [ToolCall(id=c.id, name=c.function.name, arguments=_arguments(c.function.arguments))
-                 for c in (msg.tool_calls or []) if getattr(c, "function", None)]
+        calls = [
+            ToolCall(id=c.id, name=c.function.name, arguments=_arguments(c.function.arguments))
+            for c in (msg.tool_calls or [])
+            if getattr(c, "function", None)
+        ]
         u = r.usage
         cached = 0
         if u is not None and u.prompt_tokens_details is not None:
             cached = u.prompt_tokens_details.cached_tokens or 0
-        usage = Usage(input_tokens=(u.prompt_tokens if u else 0) - cached, cached_tokens=cached,
-                      output_tokens=u.completion_tokens if u else 0)
+        usage = Usage(
+            input_tokens=(u.prompt_tokens if u else 0) - cached,
+            cached_tokens=cached,
+            output_tokens=u.completion_tokens if u else 0,
+        )
         return Reply(text=msg.content or "", tool_calls=calls, usage=usage, finish_reason=choice.finish_reason)
 
 
@@ -97,5 +109,9 @@ class OpenAICompatibleClient(OpenAIClient):
             raise ConfigError(f"model {self.spec}: no base URL: pass --base-url URL or set OPENAI_COMPATIBLE_BASE_URL")
         self.base_url = base_url
         self._openai = openai
-        self._client = openai.OpenAI(api_key=os.environ.get(self.key_env[0]) or "none", base_url=base_url,
-                                     max_retries=0, timeout=self.config.request_timeout_s)
+        self._client = openai.OpenAI(
+            api_key=os.environ.get(self.key_env[0]) or "none",
+            base_url=base_url,
+            max_retries=0,
+            timeout=self.config.request_timeout_s,
+        )

@@ -31,7 +31,7 @@ def recv_counts(rank, world_size, seed, device, t, e, k):
     rows = []
     for src in range(world_size):
         idx, _ = routing(src, world_size, seed, device, t, e, k)
-        rows.append(torch.bincount(idx.reshape(-1), minlength=e)[rank * el:(rank + 1) * el])
+        rows.append(torch.bincount(idx.reshape(-1), minlength=e)[rank * el : (rank + 1) * el])
     return torch.stack(rows)
 
 

@@ -31,7 +31,7 @@ def make_inputs(rank, world_size, seed, device="cpu", size=1.0):
     n = scaled(N, size ** (1 / 3), 128)
     g = generator(seed * 1000 + rank, device)
     a = randn((m // world_size, k), g, torch.bfloat16, device)
-    b = randn((k, n), g, torch.bfloat16, device, scale=k ** -0.5)
+    b = randn((k, n), g, torch.bfloat16, device, scale=k**-0.5)
     return a, b
 
 

@@ -32,7 +32,7 @@ EPS = 1e-6
 
 
 def _dims(size):
-    return scaled(T, size ** 0.5, 8), scaled(H, size ** 0.5, 64)
+    return scaled(T, size**0.5, 8), scaled(H, size**0.5, 64)
 
 
 def make_inputs(rank, world_size, seed, device="cpu", size=1.0):

@@ -40,7 +40,7 @@ def make_inputs(rank, world_size, seed, device="cpu", size=1.0):
     m, k, n = _dims(world_size, size)
     g = generator(seed * 1000 + rank, device)
     grad_output = randn((m, n // world_size), g, torch.bfloat16, device)
-    weight = randn((n // world_size, k), g, torch.bfloat16, device, scale=k ** -0.5)
+    weight = randn((n // world_size, k), g, torch.bfloat16, device, scale=k**-0.5)
     gx = generator(seed * 1000 + 999, device)  # x is replicated across the TP ranks
     x = randn((m, k), gx, torch.bfloat16, device)
     return grad_output, x, weight

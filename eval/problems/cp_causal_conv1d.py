@@ -34,7 +34,7 @@ B, T, C, K = 2, 65536, 4096, 4
 
 
 def _dims(world_size, size):
-    f = size ** 0.5
+    f = size**0.5
     return B, scaled(T, f, 16 * world_size), scaled(C, f, 64)
 
 
@@ -54,7 +54,7 @@ def reference(x, weight, bias):
     halo = torch.zeros((b, K - 1, c), dtype=x.dtype, device=x.device)
     ops = []
     if rank + 1 < w:
-        ops.append(dist.P2POp(dist.isend, x[:, tl - (K - 1):].contiguous(), rank + 1))
+        ops.append(dist.P2POp(dist.isend, x[:, tl - (K - 1) :].contiguous(), rank + 1))
     if rank > 0:
         ops.append(dist.P2POp(dist.irecv, halo, rank - 1))
     if ops:

@@ -35,14 +35,14 @@ NSEQ, MEAN_LEN, HKV, D = 8, 16384, 8, 128
 def _lengths(world_size, seed, device, size):
     """Sequence lengths (multiples of 16 W) between 1/4 and 7/4 of the mean, seeded."""
     g = generator(seed * 1000 + 600, device)
-    mean = scaled(MEAN_LEN, size ** 0.5, 16 * world_size)
+    mean = scaled(MEAN_LEN, size**0.5, 16 * world_size)
     frac = torch.rand((NSEQ,), generator=g, device=device) * 1.5 + 0.25
     unit = 16 * world_size
     return [max(unit, int(f * mean) // unit * unit) for f in frac.tolist()]
 
 
 def _heads(size):
-    return scaled(HKV, size ** 0.25, 1), scaled(D, size ** 0.25, 16)
+    return scaled(HKV, size**0.25, 1), scaled(D, size**0.25, 16)
 
 
 def make_inputs(rank, world_size, seed, device="cpu", size=1.0):
@@ -63,7 +63,7 @@ def reference(kv, cu_chunk):
     bounds = cu_chunk.tolist()
     pieces = []
     for s in range(len(bounds) - 1):
-        pieces.append(gathered[:, bounds[s]:bounds[s + 1]].reshape(-1, *kv.shape[1:]))
+        pieces.append(gathered[:, bounds[s] : bounds[s + 1]].reshape(-1, *kv.shape[1:]))
     return torch.cat(pieces)
 
 
@@ -74,7 +74,7 @@ def roofline(world_size, size=1.0):
     # HBM:  read the local chunk, write the full KV (same minimum total).
     hkv, d = _heads(size)
     w = world_size
-    mean = scaled(MEAN_LEN, size ** 0.5, 16 * w)
+    mean = scaled(MEAN_LEN, size**0.5, 16 * w)
     unit = 16 * w
     min_total = NSEQ * max(unit, int(0.25 * mean) // unit * unit)
     per_token = 2 * hkv * d * 2

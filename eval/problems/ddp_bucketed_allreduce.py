@@ -33,7 +33,7 @@ BUCKET_BYTES = 25 * 2**20
 
 
 def shapes(size):
-    h, i = scaled(H, size ** 0.5, 8), scaled(I, size ** 0.5, 8)
+    h, i = scaled(H, size**0.5, 8), scaled(I, size**0.5, 8)
     out = []
     for _ in range(LAYERS):
         out += [(h,), (3 * h, h), (3 * h,), (h, h), (h,), (2 * i, h), (h, i), (h + 3,), (7,)]
@@ -64,7 +64,7 @@ def reference(grads):
         offset = 0
         for i in b:
             n = grads[i].numel()
-            out[i].copy_(flat[offset:offset + n].view_as(grads[i]))
+            out[i].copy_(flat[offset : offset + n].view_as(grads[i]))
             offset += n
     return out
 

@@ -36,7 +36,7 @@ N = 8192
 
 
 def _n(world_size, size):
-    return scaled(N, size ** 0.5, 8 * world_size)
+    return scaled(N, size**0.5, 8 * world_size)
 
 
 def make_inputs(rank, world_size, seed, device="cpu", size=1.0):

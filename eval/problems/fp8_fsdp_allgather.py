@@ -40,8 +40,8 @@ E4M3_MAX = 448.0
 
 
 def shapes(world_size, size):
-    h = scaled(H, size ** 0.5, 16 * world_size)
-    i = scaled(I, size ** 0.5, 16 * world_size)
+    h = scaled(H, size**0.5, 16 * world_size)
+    i = scaled(I, size**0.5, 16 * world_size)
     return [(3 * h, h), (h, h), (2 * i, h), (h, i)]
 
 

@@ -37,7 +37,7 @@ def make_inputs(rank, world_size, seed, device="cpu", size=1.0):
     m, k, n = _dims(world_size, size)
     g = generator(seed * 1000 + rank, device)
     x = randn((m, k), g, torch.bfloat16, device)
-    weight_shard = randn((n // world_size, k), g, torch.bfloat16, device, scale=k ** -0.5)
+    weight_shard = randn((n // world_size, k), g, torch.bfloat16, device, scale=k**-0.5)
     return x, weight_shard
 
 

@@ -36,7 +36,7 @@ def make_inputs(rank, world_size, seed, device="cpu", size=1.0):
     m, k, n = _dims(world_size, size)
     g = generator(seed * 1000 + rank, device)
     a = randn((m, k // world_size), g, torch.bfloat16, device)
-    b = randn((k // world_size, n), g, torch.bfloat16, device, scale=k ** -0.5)
+    b = randn((k // world_size, n), g, torch.bfloat16, device, scale=k**-0.5)
     return a, b
 
 

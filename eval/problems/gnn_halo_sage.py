@@ -41,7 +41,7 @@ N_PER_RANK, F_IN, F_OUT, DEG, P_LOCAL = 131072, 128, 128, 16, 0.8
 
 
 def _dims(size):
-    return scaled(N_PER_RANK, size ** 0.5, 16), scaled(F_IN, size ** 0.25, 8), scaled(F_OUT, size ** 0.25, 8)
+    return scaled(N_PER_RANK, size**0.5, 16), scaled(F_IN, size**0.25, 8), scaled(F_OUT, size**0.25, 8)
 
 
 def neighbours(src, world_size, seed, device, n):

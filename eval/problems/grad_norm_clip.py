@@ -39,7 +39,7 @@ N_DUPLICATE = 2  # the two LayerNorm weights come first in the list
 
 
 def shapes(size):
-    h, i = scaled(H, size ** 0.5, 8 * TP), scaled(I, size ** 0.5, 8 * TP)
+    h, i = scaled(H, size**0.5, 8 * TP), scaled(I, size**0.5, 8 * TP)
     return [(h,), (h,), (3 * h // TP, h), (h, h // TP), (2 * i // TP, h), (h, i // TP)]
 
 

@@ -51,7 +51,7 @@ def make_inputs(rank, world_size, seed, device="cpu", size=1.0):
     x = randn((m, k), g, torch.bfloat16, device)
     grad_y = randn((m, n), g, torch.bfloat16, device)
     gw = generator(seed * 1000 + 500 + rank % s, device)  # replicas hold the same shard
-    weight_shard = randn((n // s, k), gw, torch.bfloat16, device, scale=k ** -0.5)
+    weight_shard = randn((n // s, k), gw, torch.bfloat16, device, scale=k**-0.5)
     return x, grad_y, weight_shard
 
 

@@ -35,8 +35,8 @@ T, H, E, K, FFN = 128, 2048, 128, 8, 768
 
 
 def _dims(world_size, size):
-    e = scaled(E, size ** 0.25, 2 * world_size)
-    return scaled(T, size ** 0.25, 4), scaled(H, size ** 0.4, 16), e, min(K, e // 2), scaled(FFN, size ** 0.4, 16)
+    e = scaled(E, size**0.25, 2 * world_size)
+    return scaled(T, size**0.25, 4), scaled(H, size**0.4, 16), e, min(K, e // 2), scaled(FFN, size**0.4, 16)
 
 
 def make_inputs(rank, world_size, seed, device="cpu", size=1.0):
@@ -45,8 +45,8 @@ def make_inputs(rank, world_size, seed, device="cpu", size=1.0):
     tokens = randn((t, h), g, torch.bfloat16, device)
     idx, weights = routing(rank, world_size, seed, device, t, e, k)
     gw = generator(seed * 1000 + 300 + rank, device)
-    w1 = randn((e // world_size, h, 2 * f), gw, torch.bfloat16, device, scale=h ** -0.5)
-    w2 = randn((e // world_size, f, h), gw, torch.bfloat16, device, scale=f ** -0.5)
+    w1 = randn((e // world_size, h, 2 * f), gw, torch.bfloat16, device, scale=h**-0.5)
+    w2 = randn((e // world_size, f, h), gw, torch.bfloat16, device, scale=f**-0.5)
     return tokens, idx, weights, e, w1, w2
 
 

@@ -36,8 +36,8 @@ T, H, E, K = 8192, 2048, 128, 8  # Qwen3-30B-A3B-like: 128 experts, top-8
 
 
 def dims(world_size, size):
-    e = scaled(E, size ** 0.25, 2 * world_size)
-    return scaled(T, size ** 0.5, 16), scaled(H, size ** 0.5, 16), e, min(K, e // 2)
+    e = scaled(E, size**0.25, 2 * world_size)
+    return scaled(T, size**0.5, 16), scaled(H, size**0.5, 16), e, min(K, e // 2)
 
 
 def make_inputs(rank, world_size, seed, device="cpu", size=1.0):

@@ -36,7 +36,7 @@ FFN = 768  # moe_intermediate_size of Qwen3-30B-A3B
 
 
 def _ffn(size):
-    return scaled(FFN, size ** 0.5, 16)
+    return scaled(FFN, size**0.5, 16)
 
 
 def make_inputs(rank, world_size, seed, device="cpu", size=1.0):
@@ -46,8 +46,8 @@ def make_inputs(rank, world_size, seed, device="cpu", size=1.0):
     tokens = randn((t, h), g, torch.bfloat16, device)
     idx, _ = routing(rank, world_size, seed, device, t, e, k)
     gw = generator(seed * 1000 + 300 + rank, device)
-    w1 = randn((e // world_size, h, 2 * f), gw, torch.bfloat16, device, scale=h ** -0.5)
-    w2 = randn((e // world_size, f, h), gw, torch.bfloat16, device, scale=f ** -0.5)
+    w1 = randn((e // world_size, h, 2 * f), gw, torch.bfloat16, device, scale=h**-0.5)
+    w2 = randn((e // world_size, f, h), gw, torch.bfloat16, device, scale=f**-0.5)
     return tokens, idx, e, w1, w2
 
 

@@ -35,7 +35,7 @@ B, C, COUT, HIMG, WIMG = 2, 640, 640, 256, 256
 
 
 def _dims(world_size, size):
-    f = size ** 0.25
+    f = size**0.25
     return B, scaled(C, f, 8), scaled(COUT, f, 8), scaled(HIMG, f, 4 * world_size), scaled(WIMG, f, 4)
 
 

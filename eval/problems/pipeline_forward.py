@@ -41,7 +41,7 @@ def make_inputs(rank, world_size, seed, device="cpu", size=1.0):
     nmb, t, h = _dims(size)
     g = generator(seed * 1000 + rank, device)
     x = randn((nmb if rank == 0 else 0, t, h), g, torch.bfloat16, device)
-    weight = randn((h, h), g, torch.bfloat16, device, scale=h ** -0.5)
+    weight = randn((h, h), g, torch.bfloat16, device, scale=h**-0.5)
     bias = randn((h,), g, torch.bfloat16, device, scale=0.1)
     return x, weight, bias, nmb
 

@@ -35,8 +35,8 @@ B, SL, H, D = 1, 4096, 16, 128
 
 
 def _dims(world_size, size):
-    f = size ** 0.25
-    return B, scaled(SL, size ** 0.5, 16), scaled(H, f, 2), scaled(D, f, 16)
+    f = size**0.25
+    return B, scaled(SL, size**0.5, 16), scaled(H, f, 2), scaled(D, f, 16)
 
 
 def make_inputs(rank, world_size, seed, device="cpu", size=1.0):
@@ -48,7 +48,7 @@ def make_inputs(rank, world_size, seed, device="cpu", size=1.0):
 def reference(q, k, v, dout):
     rank, w = dist.get_rank(), dist.get_world_size()
     b, sl, h, d = q.shape
-    scale = d ** -0.5
+    scale = d**-0.5
     kv = torch.stack([k, v])  # (2, B, SL, H, D)
     allkv = torch.empty((w * 2, *kv.shape[1:]), dtype=kv.dtype, device=kv.device)
     dist.all_gather_into_tensor(allkv, kv)  # concatenated on dim 0

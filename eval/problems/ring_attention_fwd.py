@@ -36,8 +36,8 @@ B, SL, H, D = 1, 4096, 32, 128  # S/W tokens per rank (weak scaling: S = W * SL)
 
 
 def _dims(world_size, size):
-    f = size ** 0.25
-    return B, scaled(SL, size ** 0.5, 16), scaled(H, f, 2), scaled(D, f, 16)
+    f = size**0.25
+    return B, scaled(SL, size**0.5, 16), scaled(H, f, 2), scaled(D, f, 16)
 
 
 def make_inputs(rank, world_size, seed, device="cpu", size=1.0):

@@ -36,7 +36,7 @@ def make_inputs(rank, world_size, seed, device="cpu", size=1.0):
     m, k, n = _dims(world_size, size)
     g = generator(seed * 1000 + rank, device)
     x = randn((m, k // world_size), g, torch.bfloat16, device)
-    weight = randn((n, k // world_size), g, torch.bfloat16, device, scale=k ** -0.5)
+    weight = randn((n, k // world_size), g, torch.bfloat16, device, scale=k**-0.5)
     gb = generator(seed * 1000 + 999, device)  # the bias is replicated: same on every rank
     bias = randn((n,), gb, torch.bfloat16, device, scale=0.1)
     return x, weight, bias

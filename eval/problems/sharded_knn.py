@@ -34,7 +34,7 @@ CHUNK = 2**18  # database rows per distance block in the reference
 
 
 def _dims(world_size, size):
-    return scaled(ND, size ** 0.5, 64 * world_size), scaled(D, size ** 0.25, 8), scaled(Q, size ** 0.25, 8)
+    return scaled(ND, size**0.5, 64 * world_size), scaled(D, size**0.25, 8), scaled(Q, size**0.25, 8)
 
 
 def _codes(shape, g, device):
@@ -56,7 +56,7 @@ def reference(db, queries):
     qn = qf.pow(2).sum(1, keepdim=True)
     best = None
     for s in range(0, nl, CHUNK):
-        xf = db[s:s + CHUNK].float()
+        xf = db[s : s + CHUNK].float()
         d2 = qn - 2 * qf @ xf.t() + xf.pow(2).sum(1)[None, :]  # exact integers
         ids = torch.arange(s, s + xf.shape[0], device=db.device) + rank * nl
         keys = d2.to(torch.int64) * ntot + ids[None, :]  # distance first, then id

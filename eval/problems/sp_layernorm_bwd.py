@@ -39,7 +39,7 @@ EPS = 1e-5
 
 
 def _dims(world_size, size):
-    f = size ** 0.5
+    f = size**0.5
     return scaled(T, f, 16 * world_size), scaled(H, f, 64)
 
 

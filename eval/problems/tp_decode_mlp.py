@@ -32,14 +32,14 @@ B, H, I = 32, 8192, 28672  # Llama-3-70B
 
 
 def _dims(world_size, size):
-    return max(1, int(B * size ** 0.2)), scaled(H, size ** 0.4, 64), scaled(I, size ** 0.4, 64 * world_size)
+    return max(1, int(B * size**0.2)), scaled(H, size**0.4, 64), scaled(I, size**0.4, 64 * world_size)
 
 
 def make_inputs(rank, world_size, seed, device="cpu", size=1.0):
     b, h, i = _dims(world_size, size)
     g = generator(seed * 1000 + rank, device)
-    w_gate_up = randn((2 * i // world_size, h), g, torch.bfloat16, device, scale=h ** -0.5)
-    w_down = randn((h, i // world_size), g, torch.bfloat16, device, scale=i ** -0.5)
+    w_gate_up = randn((2 * i // world_size, h), g, torch.bfloat16, device, scale=h**-0.5)
+    w_down = randn((h, i // world_size), g, torch.bfloat16, device, scale=i**-0.5)
     gx = generator(seed * 1000 + 999, device)
     return randn((b, h), gx, torch.bfloat16, device), w_gate_up, w_down
 

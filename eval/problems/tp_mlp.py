@@ -39,8 +39,8 @@ def _dims(world_size, size):
 def make_inputs(rank, world_size, seed, device="cpu", size=1.0):
     t, h, i = _dims(world_size, size)
     g = generator(seed * 1000 + rank, device)
-    w_gate_up = randn((2 * i // world_size, h), g, torch.bfloat16, device, scale=h ** -0.5)
-    w_down = randn((h, i // world_size), g, torch.bfloat16, device, scale=i ** -0.5)
+    w_gate_up = randn((2 * i // world_size, h), g, torch.bfloat16, device, scale=h**-0.5)
+    w_down = randn((h, i // world_size), g, torch.bfloat16, device, scale=i**-0.5)
     gx = generator(seed * 1000 + 999, device)
     x = randn((t, h), gx, torch.bfloat16, device)
     return x, w_gate_up, w_down

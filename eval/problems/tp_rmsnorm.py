@@ -33,7 +33,7 @@ EPS = 1e-6
 
 
 def _dims(world_size, size):
-    f = size ** 0.5
+    f = size**0.5
     return scaled(T, f, 16), scaled(H, f, 64 * world_size)
 
 

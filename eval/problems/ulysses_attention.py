@@ -35,9 +35,9 @@ B, S, HKV, D = 1, 16384, 8, 128
 
 
 def _dims(world_size, size):
-    f = size ** 0.25
+    f = size**0.25
     hkv = scaled(HKV, f, world_size)
-    return B, scaled(S, size ** 0.5, 16 * world_size), 4 * hkv, hkv, scaled(D, f, 16)
+    return B, scaled(S, size**0.5, 16 * world_size), 4 * hkv, hkv, scaled(D, f, 16)
 
 
 def make_inputs(rank, world_size, seed, device="cpu", size=1.0):

@@ -28,9 +28,9 @@ B, S, HKV, D = 1, 32768, 8, 128  # H = 4 * HKV = 32
 
 
 def _dims(world_size, size):
-    f = size ** 0.25
+    f = size**0.25
     hkv = scaled(HKV, f, world_size)
-    return B, scaled(S, size ** 0.5, 16 * world_size), 4 * hkv, hkv, scaled(D, f, 16)
+    return B, scaled(S, size**0.5, 16 * world_size), 4 * hkv, hkv, scaled(D, f, 16)
 
 
 def make_inputs(rank, world_size, seed, device="cpu", size=1.0):

@@ -32,7 +32,7 @@ T, V = 16384, 131072
 
 
 def dims(world_size, size):
-    return scaled(T, size ** 0.5, 16), scaled(V, size ** 0.5, 64 * world_size)
+    return scaled(T, size**0.5, 16), scaled(V, size**0.5, 64 * world_size)
 
 
 def make_inputs(rank, world_size, seed, device="cpu", size=1.0):

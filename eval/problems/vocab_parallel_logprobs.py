@@ -39,7 +39,7 @@ T, V = 8192, 152064  # Qwen2.5 padded vocabulary
 
 
 def dims(size):
-    return scaled(T, size ** 0.5, 16), scaled(V, size ** 0.5, 64 * TP)
+    return scaled(T, size**0.5, 16), scaled(V, size**0.5, 64 * TP)
 
 
 def make_inputs(rank, world_size, seed, device="cpu", size=1.0):

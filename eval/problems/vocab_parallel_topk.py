@@ -30,7 +30,7 @@ B, V, K = 1024, 152064, 50
 
 
 def _dims(world_size, size):
-    return scaled(B, size ** 0.5, 8), scaled(V, size ** 0.5, 64 * world_size)
+    return scaled(B, size**0.5, 8), scaled(V, size**0.5, 64 * world_size)
 
 
 def make_inputs(rank, world_size, seed, device="cpu", size=1.0):

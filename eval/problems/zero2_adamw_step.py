@@ -60,8 +60,8 @@ def adamw(p, m, v, g, step):
     """One decoupled-weight-decay Adam update in float32; returns new (p, m, v)."""
     m = m * B1 + g * (1 - B1)
     v = v * B2 + g * g * (1 - B2)
-    denom = (v / (1 - B2 ** step)).sqrt() + EPS
-    p = p * (1 - LR * WD) - LR * (m / (1 - B1 ** step)) / denom
+    denom = (v / (1 - B2**step)).sqrt() + EPS
+    p = p * (1 - LR * WD) - LR * (m / (1 - B1**step)) / denom
     return p, m, v
 
 

@@ -63,10 +63,16 @@ class LadderServer(FakeModelServer):
                 code = self.ladder[min(i, len(self.ladder) - 1)]
             self.asked.append((refined, name_of(code)))
             if body.get("tools"):  # agent: write solution.py and submit, in one turn
-                calls = [("bash", {"command": f"cat > solution.py <<'EOF'\n{code}EOF\n"}), ("submit", {})] if code else [("submit", {})]
+                calls = (
+                    [("bash", {"command": f"cat > solution.py <<'EOF'\n{code}EOF\n"}), ("submit", {})]
+                    if code
+                    else [("submit", {})]
+                )
                 say = Say("Writing solution.py and submitting.", calls, input=3000, output=400)
             else:
-                say = Say(f"Here it is:\n\n```python\n{code}```\n" if code else "I cannot write this one.", input=1000, output=200)
+                say = Say(
+                    f"Here it is:\n\n```python\n{code}```\n" if code else "I cannot write this one.", input=1000, output=200
+                )
             self.script.append(say)
         return super().answer(path, headers, raw)
 
@@ -86,21 +92,42 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernels", type=Path, required=True, help="folder of kernels; its ladder.json names scratch and ladder")
     ap.add_argument("--out", type=Path, required=True, help="the search directory")
-    ap.add_argument("--fast-checks", type=int, default=1, help="checks in which fast_once is fast (CUDA 1: the "
-                    "screen is solve()'s check; CPU 2: solve()'s check, then the screen)")
+    ap.add_argument(
+        "--fast-checks",
+        type=int,
+        default=1,
+        help="checks in which fast_once is fast (CUDA 1: the screen is solve()'s check; CPU 2: solve()'s check, then the screen)",
+    )
     ap.add_argument("search_args", nargs=argparse.REMAINDER, help="after --: more arguments of pkagent search")
     args = ap.parse_args(argv)
     order = json.loads((args.kernels / "ladder.json").read_text())
     args.out.mkdir(parents=True, exist_ok=True)
     src = kernels(args.kernels, args.out.resolve() / "fast_once.count", args.fast_checks)
-    with LadderServer([src[n] for n in order["scratch"]], [src[n] for n in order["ladder"]],
-                      api_key="sk-scripted-0123456789") as server:
-        cmd = [sys.executable, "-m", "pkagent", "search", "--model", SPEC, "--base-url", server.url, "--out", str(args.out),
-               *[a for a in args.search_args if a != "--"]]
+    with LadderServer(
+        [src[n] for n in order["scratch"]], [src[n] for n in order["ladder"]], api_key="sk-scripted-0123456789"
+    ) as server:
+        cmd = [
+            sys.executable,
+            "-m",
+            "pkagent",
+            "search",
+            "--model",
+            SPEC,
+            "--base-url",
+            server.url,
+            "--out",
+            str(args.out),
+            *[a for a in args.search_args if a != "--"],
+        ]
         code = subprocess.run(cmd, env=dict(os.environ, ANTHROPIC_API_KEY=server.api_key)).returncode
-        old = json.loads((args.out / "scripted_requests.json").read_text()) if (args.out / "scripted_requests.json").exists() else []
-        (args.out / "scripted_requests.json").write_text(json.dumps(
-            old + [{"refined": r, "served": s} for r, s in server.asked], indent=2) + "\n")
+        old = (
+            json.loads((args.out / "scripted_requests.json").read_text())
+            if (args.out / "scripted_requests.json").exists()
+            else []
+        )
+        (args.out / "scripted_requests.json").write_text(
+            json.dumps(old + [{"refined": r, "served": s} for r, s in server.asked], indent=2) + "\n"
+        )
         return code
 
 

@@ -11,7 +11,11 @@ from configs import ConfigError, SampleSettings, Strict, apply_overrides, read_y
 
 class VerifyConfig(Strict):
     trials: int = Field(default=20, ge=1, description="correctness trials of each re-check")
-    batches: int = Field(default=45, ge=3, description="the least number of timed pairs (reference batch, candidate batch) of each re-check (a screen's least is 10)")
+    batches: int = Field(
+        default=45,
+        ge=3,
+        description="the least number of timed pairs (reference batch, candidate batch) of each re-check (a screen's least is 10)",
+    )
     size_factor: float = Field(default=4.0, gt=0, description="the second re-check runs at size x this")
     seed: int = Field(default=1000, description="re-check inputs: seed + sample index (screens use seed 0)")
 
@@ -49,8 +53,9 @@ def load_search(config: str | None = None, overrides: list[str] | None = None, *
     except ProblemError as e:
         raise ConfigError(f"problem: {e}") from None
     if cfg.world_size not in problem.meta.world_sizes:
-        raise ConfigError(f"problem: {cfg.problem} supports world sizes {list(problem.meta.world_sizes)}, "
-                          f"not world_size={cfg.world_size}")
+        raise ConfigError(
+            f"problem: {cfg.problem} supports world sizes {list(problem.meta.world_sizes)}, not world_size={cfg.world_size}"
+        )
     if not cfg.check.perf:
         raise ConfigError("check.perf: the search ranks kernels by their measured time; it must be true")
     if cfg.target_roofline is not None and cfg.device != "cuda":

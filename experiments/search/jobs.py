@@ -28,8 +28,11 @@ def sample_job(task: Task, gpus: Gpus | None) -> SolveResult:
     result = solve(cfg, out, gpus if cfg.device == "cuda" else None)
     if result.correct and result.check.perf is None:
         screen = check_kernel(cfg, out / "solution.py", gpus, perf=True)
-        result = result.model_copy(update=dict(check=screen, correct=screen.ok,
-                                               message=result.message + "; timed by a second check (solve() times on CUDA only)"))
+        result = result.model_copy(
+            update=dict(
+                check=screen, correct=screen.ok, message=result.message + "; timed by a second check (solve() times on CUDA only)"
+            )
+        )
         write_atomic(out / "result.json", result.model_dump_json(indent=2) + "\n")
     return result
 
@@ -43,22 +46,38 @@ def verify_job(v: VerifyConfig, task: Task, gpus: Gpus | None) -> VerifyResult:
     t0 = time.monotonic()
     checks = {}
     for name, size in (("default", cfg.size), ("large", cfg.size * v.size_factor)):
-        checks[name] = check_kernel(cfg, out / "solution.py", gpus, perf=True, trials=v.trials, batches=v.batches,
-                                    size=size, seed=v.seed + task.sample)
+        checks[name] = check_kernel(
+            cfg, out / "solution.py", gpus, perf=True, trials=v.trials, batches=v.batches, size=size, seed=v.seed + task.sample
+        )
         if not checks[name].ok:
             break
     write_atomic(out / "verify.json", json.dumps({k: c.model_dump(mode="json") for k, c in checks.items()}, indent=2) + "\n")
     ok = len(checks) == 2 and all(c.ok for c in checks.values())
-    return VerifyResult(problem=cfg.problem, model=cfg.model, mode=cfg.mode, status="verified" if ok else "verify_failed",
-                       correct=ok, check=checks["default"], wall_s=round(time.monotonic() - t0, 3), out_dir=str(out),
-                       message="; ".join(f"{k}: {c.status}: {c.message}" for k, c in checks.items()))
+    return VerifyResult(
+        problem=cfg.problem,
+        model=cfg.model,
+        mode=cfg.mode,
+        status="verified" if ok else "verify_failed",
+        correct=ok,
+        check=checks["default"],
+        wall_s=round(time.monotonic() - t0, 3),
+        out_dir=str(out),
+        message="; ".join(f"{k}: {c.status}: {c.message}" for k, c in checks.items()),
+    )
 
 
-def _task(folder: Path, k: int, solve: SolveConfig, job: Callable[[Task, Gpus | None], SolveResult],
-          candidate: str | None = None) -> Task:
+def _task(
+    folder: Path, k: int, solve: SolveConfig, job: Callable[[Task, Gpus | None], SolveResult], candidate: str | None = None
+) -> Task:
     d = folder / f"sample_{k}"
-    return Task(solve=solve, sample=k, dir=str(d), tmp=str(folder / f".sample_{k}.{uuid.uuid4().hex[:8]}.tmp"),
-                candidate=candidate, job=job)
+    return Task(
+        solve=solve,
+        sample=k,
+        dir=str(d),
+        tmp=str(folder / f".sample_{k}.{uuid.uuid4().hex[:8]}.tmp"),
+        candidate=candidate,
+        job=job,
+    )
 
 
 def _solve_config(cfg: SearchConfig) -> SolveConfig:
@@ -78,8 +97,13 @@ def sample_task(cfg: SearchConfig, state: State, k: int) -> Task:
 
 
 def verify_task(cfg: SearchConfig, state: State, k: int) -> Task:
-    return _task(state.root / "verify", k, _solve_config(cfg), partial(verify_job, cfg.verify),
-                 str(state.root / "samples" / f"sample_{k}" / "solution.py"))
+    return _task(
+        state.root / "verify",
+        k,
+        _solve_config(cfg),
+        partial(verify_job, cfg.verify),
+        str(state.root / "samples" / f"sample_{k}" / "solution.py"),
+    )
 
 
 def is_verify(task: Task) -> bool:

@@ -17,10 +17,19 @@ def measured(c, size: float) -> dict | None:
     if c is None or c.perf is None:
         return None
     p = c.perf
-    return {"size": size, "trials": c.trials, "ms": p.candidate.median_ms, "min_ms": p.candidate.min_ms,
-            "max_ms": p.candidate.max_ms, "batches": p.candidate.batches, "reference_ms": p.reference.median_ms,
-            "speedup": p.speedup, "roofline_fraction": p.candidate_roofline_fraction, "roofline_ms": p.roofline_ms,
-            "hardware": p.hardware}
+    return {
+        "size": size,
+        "trials": c.trials,
+        "ms": p.candidate.median_ms,
+        "min_ms": p.candidate.min_ms,
+        "max_ms": p.candidate.max_ms,
+        "batches": p.candidate.batches,
+        "reference_ms": p.reference.median_ms,
+        "speedup": p.speedup,
+        "roofline_fraction": p.candidate_roofline_fraction,
+        "roofline_ms": p.roofline_ms,
+        "hardware": p.hardware,
+    }
 
 
 def event_line(kind: str, e: Entry, state: State) -> str:
@@ -36,8 +45,10 @@ def event_line(kind: str, e: Entry, state: State) -> str:
         return f"re-check of sample {e.k}: [red]failed[/]: " + "; ".join(f"{k} {c.status}" for k, c in (e.verify or {}).items())
     d, large = e.verify["default"].perf, e.verify["large"].perf
     crown = "  [bold green]best so far[/]" if state.best is e else ""
-    return (f"re-check of sample {e.k}: {d.candidate.median_ms:.4g} ms (screen {e.screen_ms:.4g} ms, reference "
-            f"{d.reference.median_ms:.4g} ms), at the larger size {large.candidate.median_ms:.4g} ms{crown}")
+    return (
+        f"re-check of sample {e.k}: {d.candidate.median_ms:.4g} ms (screen {e.screen_ms:.4g} ms, reference "
+        f"{d.reference.median_ms:.4g} ms), at the larger size {large.candidate.median_ms:.4g} ms{crown}"
+    )
 
 
 def leaderboard(cfg: SearchConfig, state: State, stopped: str | None) -> dict:
@@ -47,21 +58,47 @@ def leaderboard(cfg: SearchConfig, state: State, stopped: str | None) -> dict:
     ranked = state.ranked()
     for e in [*ranked, *sorted((e for e in state.entries.values() if e.screen is None), key=lambda e: e.k)]:
         r = e.result
-        rows.append({
-            "rank": ranked.index(e) + 1 if e in ranked and e.time_ms is not None else None,
-            "sample": e.k, "refined": e.parent, "status": r.status,
-            "check": r.check.status if r.check else None, "message": (r.check.message if r.check and not r.correct else r.message)[:300],
-            "time_ms": e.time_ms, "screen": measured(e.screen, cfg.size),
-            "verify": None if e.verify is None else ("verified" if e.verified else "failed"),
-            "verified": None if not e.verify else {
-                name: measured(c, cfg.size if name == "default" else large) or {"status": c.status, "message": c.message[:300]}
-                for name, c in e.verify.items()},
-            "improved": e.k in better, "best": e is best, "cost_usd": r.cost_usd, "steps": r.steps, "wall_s": r.wall_s,
-        })
-    return {"problem": cfg.problem, "model": cfg.model, "mode": cfg.mode, "device": cfg.device,
-            "world_size": cfg.world_size, "size": cfg.size, "large_size": large, "hardware": cfg.hardware,
-            "verify": cfg.verify.model_dump(), "samples": len(state.entries), "cost_usd": state.cost,
-            "best": best.k if best else None, "stopped": stopped, "entries": rows}
+        rows.append(
+            {
+                "rank": ranked.index(e) + 1 if e in ranked and e.time_ms is not None else None,
+                "sample": e.k,
+                "refined": e.parent,
+                "status": r.status,
+                "check": r.check.status if r.check else None,
+                "message": (r.check.message if r.check and not r.correct else r.message)[:300],
+                "time_ms": e.time_ms,
+                "screen": measured(e.screen, cfg.size),
+                "verify": None if e.verify is None else ("verified" if e.verified else "failed"),
+                "verified": None
+                if not e.verify
+                else {
+                    name: measured(c, cfg.size if name == "default" else large)
+                    or {"status": c.status, "message": c.message[:300]}
+                    for name, c in e.verify.items()
+                },
+                "improved": e.k in better,
+                "best": e is best,
+                "cost_usd": r.cost_usd,
+                "steps": r.steps,
+                "wall_s": r.wall_s,
+            }
+        )
+    return {
+        "problem": cfg.problem,
+        "model": cfg.model,
+        "mode": cfg.mode,
+        "device": cfg.device,
+        "world_size": cfg.world_size,
+        "size": cfg.size,
+        "large_size": large,
+        "hardware": cfg.hardware,
+        "verify": cfg.verify.model_dump(),
+        "samples": len(state.entries),
+        "cost_usd": state.cost,
+        "best": best.k if best else None,
+        "stopped": stopped,
+        "entries": rows,
+    }
 
 
 def table(board: dict):
@@ -69,10 +106,21 @@ def table(board: dict):
     in the same run) after the slash."""
     from rich.table import Table
 
-    t = Table(title=f"{board['problem']} ({board['device']} x{board['world_size']}): {board['samples']} samples, "
-                    f"${board['cost_usd']:.4f}; ms per call, candidate / reference in the same run")
-    for col in ("rank", "sample", "refined", "screen", f"re-check, size {board['size']:g}",
-                f"size {board['large_size']:g}", "speedup", "roofline", "cost"):
+    t = Table(
+        title=f"{board['problem']} ({board['device']} x{board['world_size']}): {board['samples']} samples, "
+        f"${board['cost_usd']:.4f}; ms per call, candidate / reference in the same run"
+    )
+    for col in (
+        "rank",
+        "sample",
+        "refined",
+        "screen",
+        f"re-check, size {board['size']:g}",
+        f"size {board['large_size']:g}",
+        "speedup",
+        "roofline",
+        "cost",
+    ):
         t.add_column(col, justify="left" if col == "refined" else "right", no_wrap=True)
 
     def ms(m):
@@ -85,11 +133,17 @@ def table(board: dict):
         d = v.get("default") if "ms" in v.get("default", {}) else None
         rank = "[bold green]best[/]" if row["best"] else str(row["rank"] or "")
         screen = ms(row["screen"]) or f"[red]{row['check'] or row['status']}[/]"
-        t.add_row(rank, str(row["sample"]), "" if row["refined"] is None else f"from {row['refined']}", screen,
-                  ms(v.get("default")) or ("not needed" if row["screen"] else ""), ms(v.get("large")),
-                  f"{d['speedup']:.2f}x" if d else "",
-                  f"{d['roofline_fraction']:.0%}" if d and d["roofline_fraction"] is not None else "",
-                  f"${row['cost_usd']:.4f}")
+        t.add_row(
+            rank,
+            str(row["sample"]),
+            "" if row["refined"] is None else f"from {row['refined']}",
+            screen,
+            ms(v.get("default")) or ("not needed" if row["screen"] else ""),
+            ms(v.get("large")),
+            f"{d['speedup']:.2f}x" if d else "",
+            f"{d['roofline_fraction']:.0%}" if d and d["roofline_fraction"] is not None else "",
+            f"${row['cost_usd']:.4f}",
+        )
     return t
 
 
@@ -109,7 +163,10 @@ def plot(cfg: SearchConfig, state: State, path: Path) -> None:
         cost.append(spent)
         best.append(low if low < math.inf else math.nan)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
-    for ax, xs, label in ((axes[0], list(range(1, len(ks) + 1)), "samples (in the order they started)"), (axes[1], cost, "cost (USD)")):
+    for ax, xs, label in (
+        (axes[0], list(range(1, len(ks) + 1)), "samples (in the order they started)"),
+        (axes[1], cost, "cost (USD)"),
+    ):
         ax.plot(xs, best, drawstyle="steps-post", marker="o", ms=4, label="best verified kernel")
         screened = [(x, state.entries[k].screen_ms) for x, k in zip(xs, ks) if state.entries[k].screen_ms is not None]
         if screened:
@@ -118,8 +175,13 @@ def plot(cfg: SearchConfig, state: State, path: Path) -> None:
         if rechecked:
             ax.scatter(*zip(*rechecked), s=30, marker="x", color="black", label="its re-check", zorder=3)
         if state.best is not None:
-            ax.axhline(state.best.verify["default"].perf.reference.median_ms, color="red", ls="--", lw=1,
-                       label="reference (best's re-check)")
+            ax.axhline(
+                state.best.verify["default"].perf.reference.median_ms,
+                color="red",
+                ls="--",
+                lw=1,
+                label="reference (best's re-check)",
+            )
         ax.set_xlabel(label)
         ax.set_ylabel(f"ms per call (median), size {cfg.size:g}")
         ax.grid(alpha=0.3)
@@ -140,11 +202,22 @@ def write_outputs(cfg: SearchConfig, state: State, stopped: str | None) -> dict:
     if best is not None:
         (root / "best").mkdir(exist_ok=True)
         write_atomic(root / "best" / "solution.py", (root / "verify" / f"sample_{best.k}" / "solution.py").read_text())
-        write_atomic(root / "best" / "result.json", json.dumps({
-            "sample": best.k, "refined": best.parent, "problem": cfg.problem, "model": cfg.model,
-            "screen": best.screen.model_dump(mode="json"),
-            "verified": {k: c.model_dump(mode="json") for k, c in best.verify.items()},
-            "sizes": {"default": cfg.size, "large": cfg.size * cfg.verify.size_factor}}, indent=2) + "\n")
+        write_atomic(
+            root / "best" / "result.json",
+            json.dumps(
+                {
+                    "sample": best.k,
+                    "refined": best.parent,
+                    "problem": cfg.problem,
+                    "model": cfg.model,
+                    "screen": best.screen.model_dump(mode="json"),
+                    "verified": {k: c.model_dump(mode="json") for k, c in best.verify.items()},
+                    "sizes": {"default": cfg.size, "large": cfg.size * cfg.verify.size_factor},
+                },
+                indent=2,
+            )
+            + "\n",
+        )
     write_atomic(root / "leaderboard.json", json.dumps(board, indent=2) + "\n")
     console = Console(record=True, width=140, file=open("/dev/null", "w"))
     console.print(table(board))

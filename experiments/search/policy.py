@@ -17,14 +17,15 @@ def feedback(cfg: SearchConfig, state: State, e: Entry) -> str:
     """What a refining sample is told about the kernel it starts from."""
     d, large = e.verify["default"], e.verify["large"]
     p = d.perf
-    text = (f"correct on {d.trials} trials at size {cfg.size:g} and {large.trials} at size {cfg.size * cfg.verify.size_factor:g} "
-            f"(fresh inputs); {p.candidate.median_ms:.4g} ms per call (median of {p.candidate.batches} batches, "
-            f"{p.candidate.min_ms:.4g} to {p.candidate.max_ms:.4g}) against the reference's {p.reference.median_ms:.4g} ms "
-            f"timed in the same run: speedup {p.speedup:.2f}x")
+    text = (
+        f"correct on {d.trials} trials at size {cfg.size:g} and {large.trials} at size {cfg.size * cfg.verify.size_factor:g} "
+        f"(fresh inputs); {p.candidate.median_ms:.4g} ms per call (median of {p.candidate.batches} batches, "
+        f"{p.candidate.min_ms:.4g} to {p.candidate.max_ms:.4g}) against the reference's {p.reference.median_ms:.4g} ms "
+        f"timed in the same run: speedup {p.speedup:.2f}x"
+    )
     if p.candidate_roofline_fraction is not None:
         bound = max(p.roofline_terms_ms, key=p.roofline_terms_ms.get) if p.roofline_terms_ms else "roofline"
-        text += (f", {p.candidate_roofline_fraction:.0%} of the {p.hardware} roofline ({p.roofline_ms:.4g} ms, "
-                 f"{bound}-bound)")
+        text += f", {p.candidate_roofline_fraction:.0%} of the {p.hardware} roofline ({p.roofline_ms:.4g} ms, {bound}-bound)"
     if large.perf:
         text += f"; at size {cfg.size * cfg.verify.size_factor:g}: {large.perf.candidate.median_ms:.4g} ms, speedup {large.perf.speedup:.2f}x"
     if d.collectives:
@@ -46,9 +47,10 @@ def stop_reason(cfg: SearchConfig, state: State, running_samples: int, verifying
         if cfg.target_speedup is not None and p.speedup >= cfg.target_speedup:
             return f"target: sample {best.k} is {p.speedup:.2f}x faster than the reference"
     if cfg.patience is not None:
-        last = sorted(state.entries)[-cfg.patience:]
+        last = sorted(state.entries)[-cfg.patience :]
         better = state.improvements()
-        if len(last) == cfg.patience and not any(k in better or k in verifying or state.needs_verify(state.entries[k])
-                                                  for k in last):
+        if len(last) == cfg.patience and not any(
+            k in better or k in verifying or state.needs_verify(state.entries[k]) for k in last
+        ):
             return f"patience: none of the last {cfg.patience} samples improved the best"
     return None

@@ -33,8 +33,10 @@ def _open(cfg: SearchConfig, root: Path) -> None:
         shutil.rmtree(p, ignore_errors=True)
     (root / "samples").mkdir(parents=True, exist_ok=True)
     (root / "verify").mkdir(exist_ok=True)
-    write_atomic(root / "search.json", json.dumps({"config": cfg.model_dump(mode="json"),
-                                                   "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, indent=2) + "\n")
+    write_atomic(
+        root / "search.json",
+        json.dumps({"config": cfg.model_dump(mode="json"), "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, indent=2) + "\n",
+    )
 
 
 def run_search(cfg: SearchConfig, progress: bool = True) -> dict:
@@ -49,15 +51,18 @@ def run_search(cfg: SearchConfig, progress: bool = True) -> dict:
         held = lock(root)
         _open(cfg, root)
         state = State(root)
-        console.print(f"[bold]search[/] {cfg.problem} with {cfg.model} ({cfg.mode}), {cfg.parallel} at once on "
-                      f"{cfg.executor}/{cfg.device}: {len(state.entries)} samples finished before -> {root}")
+        console.print(
+            f"[bold]search[/] {cfg.problem} with {cfg.model} ({cfg.mode}), {cfg.parallel} at once on "
+            f"{cfg.executor}/{cfg.device}: {len(state.entries)} samples finished before -> {root}"
+        )
         stopped = None
 
         def next_task(running: list[Task]) -> Task | None:
             nonlocal stopped
             verifying = {t.sample for t in running if is_verify(t)}
-            todo = sorted((e for e in state.entries.values() if state.needs_verify(e) and e.k not in verifying),
-                          key=lambda e: e.screen_ms)
+            todo = sorted(
+                (e for e in state.entries.values() if state.needs_verify(e) and e.k not in verifying), key=lambda e: e.screen_ms
+            )
             if todo:
                 return verify_task(cfg, state, todo[0].k)
             samples = [t.sample for t in running if not is_verify(t)]

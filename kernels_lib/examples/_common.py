@@ -29,7 +29,17 @@ class Launch:
     """A kernel with its arguments packed once; per call only x, out and the epoch change, and
     the launch goes straight to cuLaunchKernel (a few microseconds of Python per call)."""
 
-    def __init__(self, source: str, name: str, fixed_before: list, fixed_after: list, grid: int, block: int, smem: int = 0, module: str | None = None):
+    def __init__(
+        self,
+        source: str,
+        name: str,
+        fixed_before: list,
+        fixed_after: list,
+        grid: int,
+        block: int,
+        smem: int = 0,
+        module: str | None = None,
+    ):
         from kernels_lib.build import _libcuda
 
         self.kernel = kl.load(source, name=module or name).kernel(name)
@@ -43,7 +53,9 @@ class Launch:
 
     def __call__(self, x: torch.Tensor, out: torch.Tensor, epoch: int) -> None:
         self.x.value, self.out.value, self.epoch.value = x.data_ptr(), out.data_ptr(), epoch
-        code = self._launch(self.kernel.func, self.grid, 1, 1, self.block, 1, 1, self.smem, self._stream(x.device.index), self.packed.argp, None)
+        code = self._launch(
+            self.kernel.func, self.grid, 1, 1, self.block, 1, 1, self.smem, self._stream(x.device.index), self.packed.argp, None
+        )
         if code:
             kl.build.check(code, f"launch {self.kernel.name}")
 

@@ -35,10 +35,10 @@ def solution(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         p = (rank + i) % w
         kl.copy_engine(recv.ptrs[p] + (slot * w + rank) * shard_bytes, a.data_ptr(), shard_bytes, side.cuda_stream)
         sync.signal_peer(flags, e, p, stream=side.cuda_stream)
-    torch.matmul(a, b, out=out[rank * m:(rank + 1) * m])
+    torch.matmul(a, b, out=out[rank * m : (rank + 1) * m])
     for i in range(1, w):  # peer rank - i pushed to this rank at its step i: first in, first used
         src = (rank - i) % w
         sync.wait_peer(flags, e, src)
-        torch.matmul(recv.tensor[slot, src], b, out=out[src * m:(src + 1) * m])
+        torch.matmul(recv.tensor[slot, src], b, out=out[src * m : (src + 1) * m])
     main.wait_stream(side)
     return out

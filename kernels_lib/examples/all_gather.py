@@ -105,8 +105,16 @@ def _setup(n: int, mechanism: str) -> tuple:
     recv = kl.symm_buffer((2, w, n), torch.bfloat16, tag="all_gather")
     flags = kl.flags(w * tiles, tag=f"all_gather:{n}:{mechanism}")
     smem = STAGES * CHUNK + 64 if mechanism == "tma" else 0
-    launch = Launch(SOURCE, f"all_gather_{mechanism}", [recv.pbuf(), flags.pbuf(), ctypes.c_uint64(n), ctypes.c_uint32(tile)],
-                    [ctypes.c_int32(senders)], senders + receivers, 512, smem, module="all_gather")
+    launch = Launch(
+        SOURCE,
+        f"all_gather_{mechanism}",
+        [recv.pbuf(), flags.pbuf(), ctypes.c_uint64(n), ctypes.c_uint32(tile)],
+        [ctypes.c_int32(senders)],
+        senders + receivers,
+        512,
+        smem,
+        module="all_gather",
+    )
     return flags, launch
 
 

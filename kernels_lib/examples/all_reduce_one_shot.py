@@ -57,8 +57,14 @@ def _setup(n: int) -> tuple:
     tiles = -(-n // tile)
     recv = kl.symm_buffer((2, w, n), torch.bfloat16, tag="all_reduce_one_shot")
     flags = kl.flags(w * tiles, tag=f"all_reduce_one_shot:{n}")
-    launch = Launch(SOURCE, "all_reduce_one_shot", [recv.pbuf(), flags.pbuf(), ctypes.c_uint64(n), ctypes.c_uint32(tile)],
-                    [ctypes.c_int32(senders)], senders + reducers, 512)
+    launch = Launch(
+        SOURCE,
+        "all_reduce_one_shot",
+        [recv.pbuf(), flags.pbuf(), ctypes.c_uint64(n), ctypes.c_uint32(tile)],
+        [ctypes.c_int32(senders)],
+        senders + reducers,
+        512,
+    )
     return flags, launch
 
 

@@ -65,7 +65,9 @@ def _setup(n: int) -> tuple:
     tiles = -(-c // tile)
     buf = kl.symm_buffer((2, 2, w, c), torch.bfloat16, tag="all_reduce_two_shot")
     flags = kl.flags(2 * w * tiles, tag=f"all_reduce_two_shot:{n}")
-    launch = Launch(SOURCE, "all_reduce_two_shot", [buf.pbuf(), flags.pbuf(), ctypes.c_uint64(n), ctypes.c_uint32(tile)], [], senders, 512)
+    launch = Launch(
+        SOURCE, "all_reduce_two_shot", [buf.pbuf(), flags.pbuf(), ctypes.c_uint64(n), ctypes.c_uint32(tile)], [], senders, 512
+    )
     return flags, launch
 
 

@@ -61,8 +61,14 @@ def _setup(n: int) -> tuple:
     blocks = max(1, min(128, w * tiles))
     recv = kl.symm_buffer((2, w, n), torch.bfloat16, tag="all_to_all")
     flags = kl.flags(w * tiles, tag=f"all_to_all:{n}")
-    launch = Launch(SOURCE, "all_to_all", [recv.pbuf(), flags.pbuf(), ctypes.c_uint64(n), ctypes.c_uint32(tile)],
-                    [ctypes.c_int32(SEND_WARPS)], blocks, WARPS * 32)
+    launch = Launch(
+        SOURCE,
+        "all_to_all",
+        [recv.pbuf(), flags.pbuf(), ctypes.c_uint64(n), ctypes.c_uint32(tile)],
+        [ctypes.c_int32(SEND_WARPS)],
+        blocks,
+        WARPS * 32,
+    )
     return flags, launch
 
 

@@ -58,8 +58,14 @@ def _setup(n: int) -> tuple:
     tiles = -(-n // tile)
     recv = kl.symm_buffer((2, w, n), torch.bfloat16, tag="reduce_scatter")
     flags = kl.flags(w * tiles, tag=f"reduce_scatter:{n}")
-    launch = Launch(SOURCE, "reduce_scatter", [recv.pbuf(), flags.pbuf(), ctypes.c_uint64(n), ctypes.c_uint32(tile)],
-                    [ctypes.c_int32(senders)], senders + reducers, 512)
+    launch = Launch(
+        SOURCE,
+        "reduce_scatter",
+        [recv.pbuf(), flags.pbuf(), ctypes.c_uint64(n), ctypes.c_uint32(tile)],
+        [ctypes.c_int32(senders)],
+        senders + reducers,
+        512,
+    )
     return flags, launch
 
 

@@ -28,8 +28,13 @@ class ScriptedModel(Client):
 
     provider = "scripted"
 
-    def __init__(self, replies: list[Reply | ModelError], config: AgentConfig | None = None, actions: str | None = None,
-                 cost_per_reply: float = 0.0):
+    def __init__(
+        self,
+        replies: list[Reply | ModelError],
+        config: AgentConfig | None = None,
+        actions: str | None = None,
+        cost_per_reply: float = 0.0,
+    ):
         super().__init__("m", config or AgentConfig(retry_wait_s=0), prices=ModelsConfig())
         self.replies, self.actions, self.cost_per_reply = list(replies), actions, cost_per_reply
         self.usage = Usage(input_tokens=10, output_tokens=5)

@@ -52,10 +52,23 @@ class Slow:
     then: Any = None  # the item served after the wait (default: a plain Say)
 
 
-_ERROR_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 429: "RESOURCE_EXHAUSTED",
-                 500: "INTERNAL", 503: "UNAVAILABLE", 529: "UNAVAILABLE"}
-_ANTHROPIC_TYPE = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error",
-                   500: "api_error", 503: "api_error", 529: "overloaded_error"}
+_ERROR_STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+    529: "UNAVAILABLE",
+}
+_ANTHROPIC_TYPE = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    429: "rate_limit_error",
+    500: "api_error",
+    503: "api_error",
+    529: "overloaded_error",
+}
 
 
 class FakeModelServer:
@@ -142,50 +155,89 @@ class FakeModelServer:
         if isinstance(item, Garbage):
             return 200, {}, item.body
         if isinstance(item, Fail):
-            return item.status, ({"retry-after": f"{item.retry_after:g}"} if item.retry_after is not None else {}), \
-                _error(provider, item)
+            return (
+                item.status,
+                ({"retry-after": f"{item.retry_after:g}"} if item.retry_after is not None else {}),
+                _error(provider, item),
+            )
         return 200, {}, json.dumps(self._render(provider, body, item))
 
     def _render(self, provider: str, request: dict, say: Say) -> dict[str, Any]:
         n = next(self._ids)
         if provider == "openai":
-            calls = [{"id": f"call_{n}_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
-                     for i, (name, args) in enumerate(say.calls)]
+            calls = [
+                {"id": f"call_{n}_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+                for i, (name, args) in enumerate(say.calls)
+            ]
             message: dict[str, Any] = {"role": "assistant", "content": say.text or None}
             if calls:
                 message["tool_calls"] = calls
-            return {"id": f"chatcmpl-{n}", "object": "chat.completion", "created": int(time.time()),
-                    "model": request.get("model", ""),
-                    "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
-                    "usage": {"prompt_tokens": say.input + say.cached, "completion_tokens": say.output,
-                              "total_tokens": say.input + say.cached + say.output,
-                              "prompt_tokens_details": {"cached_tokens": say.cached}}}
+            return {
+                "id": f"chatcmpl-{n}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": request.get("model", ""),
+                "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
+                "usage": {
+                    "prompt_tokens": say.input + say.cached,
+                    "completion_tokens": say.output,
+                    "total_tokens": say.input + say.cached + say.output,
+                    "prompt_tokens_details": {"cached_tokens": say.cached},
+                },
+            }
         if provider == "anthropic":
             content: list[dict[str, Any]] = [{"type": "text", "text": say.text}] if say.text else []
-            content += [{"type": "tool_use", "id": f"toolu_{n}_{i}", "name": name, "input": args}
-                        for i, (name, args) in enumerate(say.calls)]
-            return {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": request.get("model", ""),
-                    "content": content, "stop_reason": "tool_use" if say.calls else "end_turn", "stop_sequence": None,
-                    "usage": {"input_tokens": say.input, "output_tokens": say.output,
-                              "cache_read_input_tokens": say.cached, "cache_creation_input_tokens": say.cache_write}}
+            content += [
+                {"type": "tool_use", "id": f"toolu_{n}_{i}", "name": name, "input": args}
+                for i, (name, args) in enumerate(say.calls)
+            ]
+            return {
+                "id": f"msg_{n}",
+                "type": "message",
+                "role": "assistant",
+                "model": request.get("model", ""),
+                "content": content,
+                "stop_reason": "tool_use" if say.calls else "end_turn",
+                "stop_sequence": None,
+                "usage": {
+                    "input_tokens": say.input,
+                    "output_tokens": say.output,
+                    "cache_read_input_tokens": say.cached,
+                    "cache_creation_input_tokens": say.cache_write,
+                },
+            }
         parts: list[dict[str, Any]] = [{"text": say.text}] if say.text else []
         parts += [{"functionCall": {"name": name, "args": args}, "thoughtSignature": "c2lnbmF0dXJl"} for name, args in say.calls]
-        return {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
-                "usageMetadata": {"promptTokenCount": say.input + say.cached, "cachedContentTokenCount": say.cached,
-                                  "candidatesTokenCount": say.output,
-                                  "totalTokenCount": say.input + say.cached + say.output},
-                "modelVersion": "fake"}
+        return {
+            "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {
+                "promptTokenCount": say.input + say.cached,
+                "cachedContentTokenCount": say.cached,
+                "candidatesTokenCount": say.output,
+                "totalTokenCount": say.input + say.cached + say.output,
+            },
+            "modelVersion": "fake",
+        }
 
 
 def _error(provider: str, fail: Fail) -> str:
     if provider == "anthropic":
-        return json.dumps({"type": "error", "error": {"type": _ANTHROPIC_TYPE.get(fail.status, "api_error"),
-                                                      "message": fail.message}})
+        return json.dumps(
+            {"type": "error", "error": {"type": _ANTHROPIC_TYPE.get(fail.status, "api_error"), "message": fail.message}}
+        )
     if provider == "google":
-        return json.dumps({"error": {"code": fail.status, "message": fail.message,
-                                     "status": _ERROR_STATUS.get(fail.status, "UNKNOWN")}})
-    return json.dumps({"error": {"message": fail.message, "type": "invalid_request_error" if fail.status < 500 else "server_error",
-                                 "code": None}})
+        return json.dumps(
+            {"error": {"code": fail.status, "message": fail.message, "status": _ERROR_STATUS.get(fail.status, "UNKNOWN")}}
+        )
+    return json.dumps(
+        {
+            "error": {
+                "message": fail.message,
+                "type": "invalid_request_error" if fail.status < 500 else "server_error",
+                "code": None,
+            }
+        }
+    )
 
 
 def _malformed(provider: str, body: dict[str, Any]) -> str | None:

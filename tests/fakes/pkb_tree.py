@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 REFERENCES = {
-    "1_all_reduce": '''\
+    "1_all_reduce": """\
 import torch
 import torch.distributed as dist
 
@@ -25,7 +25,7 @@ def solution(tensor: torch.Tensor) -> torch.Tensor:
     out = tensor.clone()
     dist.all_reduce(out, op=dist.ReduceOp.SUM)
     return out
-''',
+""",
     "2_allgather_matmul": '''\
 """Rows of x are sharded over the group; every rank needs all rows times its weight."""
 import torch
@@ -38,7 +38,7 @@ def solution(x: torch.Tensor, weight: torch.Tensor, group: dist.ProcessGroup) ->
     dist.all_gather_into_tensor(full, x, group=group)
     return full @ weight
 ''',
-    "3_scale_shards": '''\
+    "3_scale_shards": """\
 import torch
 import torch.distributed as dist
 
@@ -47,10 +47,10 @@ def solution(shards: list, alpha: float) -> tuple:
     total = torch.stack(shards).float().sum(0)
     dist.all_reduce(total)
     return (total * alpha).to(shards[0].dtype), total.abs().max()
-''',
+""",
 }
 
-GENERATOR = '''\
+GENERATOR = """\
 import torch
 import torch.distributed as dist
 
@@ -68,7 +68,7 @@ def create_input_tensor(rank, world_size, problem_id, base_shape, dtype, trial=0
     if problem_id == 3:
         return ([torch.randn((m, 8), device=dev).to(dtype) for _ in range(3)], 0.5)
     raise ValueError(f"no problem {problem_id}")
-'''
+"""
 
 PROMPTS_TOML = '''\
 [meta]
@@ -149,7 +149,7 @@ def make_tree(root: Path) -> Path:
 
 
 # Candidates, as a model would write them (gloo-friendly, so that they run on CPU).
-ALL_REDUCE_P2P = '''\
+ALL_REDUCE_P2P = """\
 import torch
 import torch.distributed as dist
 
@@ -165,9 +165,9 @@ def solution(tensor):
             r.wait()
         acc += recv.float()
     return acc.to(tensor.dtype)
-'''
+"""
 
-ALLGATHER_MATMUL = '''\
+ALLGATHER_MATMUL = """\
 import torch
 import torch.distributed as dist
 
@@ -176,14 +176,14 @@ def solution(x, weight, group):
     parts = [torch.empty_like(x) for _ in range(dist.get_world_size(group))]
     dist.all_gather(parts, x.contiguous(), group=group)
     return torch.cat(parts).float() @ weight.float()
-'''
+"""
 
-ALLGATHER_MATMUL_SHAPE = '''\
+ALLGATHER_MATMUL_SHAPE = """\
 def solution(x, weight, group):
     return x @ weight  # forgets the other ranks' rows: a tensor of the wrong shape
-'''
+"""
 
-ALL_REDUCE_TYPO = '''\
+ALL_REDUCE_TYPO = """\
 import torch.distributed as dist
 
 
@@ -191,9 +191,9 @@ def solution(tensor):
     out = tensor.clone()
     dist.all_reduce_sum(out)  # no such function
     return out
-'''
+"""
 
-ALL_REDUCE_MULTICAST = '''\
+ALL_REDUCE_MULTICAST = """\
 import torch
 from torch.distributed import _symmetric_memory as symm
 
@@ -201,20 +201,20 @@ from torch.distributed import _symmetric_memory as symm
 def solution(tensor):
     handle = symm.rendezvous(symm.empty(tensor.shape, dtype=tensor.dtype, device=tensor.device), "0")
     return torch.empty(1) if handle.multicast_ptr else tensor  # reaches for NVLink multicast
-'''
+"""
 
-SCALE_SHARDS_WRONG = '''\
+SCALE_SHARDS_WRONG = """\
 import torch
 
 
 def solution(shards, alpha):
     total = torch.stack(shards).float().sum(0)  # forgets the other ranks
     return (total * alpha).to(shards[0].dtype), total.abs().max()
-'''
+"""
 
 SYNTAX_ERROR = "def solution(tensor)\n    return tensor\n"
 
-ALLGATHER_MATMUL_DEADLOCK = '''\
+ALLGATHER_MATMUL_DEADLOCK = """\
 import torch
 import torch.distributed as dist
 
@@ -223,9 +223,9 @@ def solution(x, weight, group):
     t = torch.empty(1)
     dist.recv(t, 1 - dist.get_rank())  # both ranks wait for the other: a deadlock
     return x
-'''
+"""
 
-ALL_REDUCE_RAISES = '''\
+ALL_REDUCE_RAISES = """\
 def solution(tensor):
     raise RuntimeError("CUDA error: an illegal memory access was encountered")
-'''
+"""

@@ -45,8 +45,14 @@ def write_command(code: str = GLOO_ALL_REDUCE) -> str:
 def solving_turns() -> list[Say]:
     """Three turns: write the candidate, check it, submit."""
     return [
-        Say("I will write a two-shot all-reduce with gloo point-to-point.", [("bash", {"command": write_command()})],
-            input=3000, cached=0, cache_write=0, output=400),
+        Say(
+            "I will write a two-shot all-reduce with gloo point-to-point.",
+            [("bash", {"command": write_command()})],
+            input=3000,
+            cached=0,
+            cache_write=0,
+            output=400,
+        ),
         Say("Now run the checker on it.", [("bash", {"command": CHECK})], input=300, cached=3000, output=60),
         Say("The checker says correct on every trial. Submitting.", [("submit", {})], input=900, cached=3300, output=30),
     ]

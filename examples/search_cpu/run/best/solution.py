@@ -1,5 +1,6 @@
 # kernel: sleep_8
 """all_reduce: the reference plus a deliberate 8 ms sleep per call (correct, slow on purpose)."""
+
 import time
 
 import torch.distributed as dist

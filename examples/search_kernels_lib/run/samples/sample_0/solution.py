@@ -1,6 +1,7 @@
 # kernel: nccl_extra_pass
 """all_reduce: NCCL (the reference) plus one more all-reduce of a copy, thrown away: correct,
 twice the reference's link traffic (slow on purpose)."""
+
 import torch.distributed as dist
 
 

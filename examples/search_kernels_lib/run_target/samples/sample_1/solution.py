@@ -2,6 +2,7 @@
 """all_reduce: kernels_lib's two-shot kernel, plus three thrown-away NCCL all-reduces of a copy in
 every check after its first 1 (per rank): a kernel that looks fast once. The checks
 that saw it are counted in /tmp/search_target/fast_once.count."""
+
 import os
 from pathlib import Path
 

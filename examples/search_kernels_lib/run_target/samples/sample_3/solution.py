@@ -1,5 +1,6 @@
 # kernel: nccl
 """all_reduce: the reference itself, NCCL's all-reduce (correct, speedup about 1)."""
+
 import torch.distributed as dist
 
 
