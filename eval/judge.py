@@ -131,7 +131,7 @@ class Judge:
         self.problem = load(spec["problem"])
         self.tol, self.strict = self.problem.tolerances, self.problem.meta.strict_dtype
         self.rng = random.Random(spec["secret"])  # the same draws on every judge; the runners never see it
-        self.budget = math.inf  # bytes a message from the runner may carry, set from the references
+        self.budget, self.out_bytes = 0, 0  # bytes a message from the runner may carry, set from the references
 
     # --- plumbing ---------------------------------------------------------------------------
     def inputs(self, seed: int) -> Any:
@@ -198,9 +198,12 @@ class Judge:
             sync(self.device)
             if t == 0:
                 self.mutating = cmp.compare(ref_in, inputs, self.tol, self.strict) is not None
-                nbytes = sum(x.numel() * x.element_size() for x in cmp.tensors(out) + cmp.tensors(inputs))
-                self.budget = 3 * nbytes + (1 << 20)
-                self.out_bytes = max(1, sum(x.numel() * x.element_size() for x in cmp.tensors(out)))
+            # what a message may carry: outputs and inputs, with room for shapes that vary with the seed
+            out_bytes = sum(x.numel() * x.element_size() for x in cmp.tensors(out))
+            self.out_bytes = max(self.out_bytes, out_bytes, 1)
+            self.budget = max(
+                self.budget, 4 * (out_bytes + sum(x.numel() * x.element_size() for x in cmp.tensors(inputs))) + (1 << 20)
+            )
             refs.append((cmp.clone(out), cmp.clone(ref_in), digest))
             del inputs, ref_in, out
         self.chan.send("references")
@@ -340,7 +343,7 @@ class Judge:
             return False
         j = common[min(len(common) - 1, int(u * len(common)))]
         draw = self.rng.randrange(1 << 40)
-        head, tensors = self.ask({"op": "output", "call": j, "sample_seed": draw}, "output", 2 * self.out_bytes + (1 << 20))
+        head, tensors = self.ask({"op": "output", "call": j, "sample_seed": draw}, "output", 4 * self.out_bytes + (1 << 20))
         got = self.tree(head, "out", tensors)
         seeds, draws = plan
         k = len(seeds)
