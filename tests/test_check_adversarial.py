@@ -67,7 +67,10 @@ def test_skipping_work_when_called_rapidly_never_passes():
     # the 16 repeats of a trial come rapidly too, so it is often caught there as nondeterministic.
     r = run("skips_when_rapid", perf=True, timeout=deadlines.scaled(20))
     assert r.status in ("incorrect", "timeout", "cheating_detected"), (r.status, r.message)
-    assert any(w in r.message for w in ("drawn after the batch", "no progress", "peak", "nondeterministic")), r.message
+    # (or a trial's first call came rapidly after the previous trial's and returned that output)
+    assert any(
+        w in r.message for w in ("drawn after the batch", "no progress", "peak", "nondeterministic", "out of tolerance")
+    ), r.message
 
 
 def test_a_race_is_called_nondeterministic():
