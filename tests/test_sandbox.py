@@ -16,6 +16,7 @@ from pathlib import Path
 
 import deadlines
 import pytest
+from fakes.network import PROBE, host_addresses
 
 from configs import SandboxConfig
 from kernels_lib.multicast import MULTICAST_OFF_ENV
@@ -188,31 +189,14 @@ def test_disk_exhaustion_fails_cleanly(box):
 # --- bubblewrap: network, filesystem ---------------------------------------------------------
 
 
-def _host_addresses() -> list[str]:
-    """This machine's own IPv4 addresses (loopback first), from its interfaces."""
-    out = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True)
-    addrs = [line.split()[3].split("/")[0] for line in out.stdout.splitlines()] if out.returncode == 0 else []
-    return ["127.0.0.1"] + [a for a in addrs if a != "127.0.0.1"]
-
-
 def test_bwrap_has_no_network(jail):
     """A server of this machine, on every address of this machine, that the sandbox must not reach;
     and the sandbox's own list of interfaces, which holds only its loopback."""
     server = socket.create_server(("0.0.0.0", 0))
     server.settimeout(0.1)
     port = server.getsockname()[1]
-    targets = [f"{a}:{port}" for a in _host_addresses()]
-    probe = (
-        "import socket, sys\n"
-        "dev = [ln.split(':')[0].strip() for ln in open('/proc/net/dev').read().splitlines()[2:]]\n"
-        "print('interfaces', sorted(dev), sorted(n for _, n in socket.if_nameindex()))\n"
-        "for addr in sys.argv[1:]:\n"
-        "    host, port = addr.rsplit(':', 1)\n"
-        "    try:\n"
-        "        socket.create_connection((host, int(port)), timeout=3); print('CONNECTED', addr)\n"
-        "    except OSError as e:\n"
-        "        print('failed', addr, e.errno)\n"
-    )
+    targets = [f"{a}:{port}" for a in host_addresses()]
+    probe = PROBE
     try:
         # the same probe outside the sandbox reaches the server: the probe can tell
         outside = deadlines.run([sys.executable, "-c", probe, targets[0]], text=True)

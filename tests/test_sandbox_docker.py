@@ -15,6 +15,7 @@ from pathlib import Path
 
 import deadlines
 import pytest
+from fakes.network import PROBE, host_addresses
 
 from configs import SandboxConfig
 from kernels_lib.multicast import MULTICAST_OFF_ENV
@@ -89,25 +90,23 @@ def test_environment_is_an_allow_list(tmp_path, monkeypatch):
 
 
 def test_no_network(box):
-    server = socket.create_server(("127.0.0.1", 0))
-    port = server.getsockname()[1]
-    probe = textwrap.dedent(
-        """
-        import socket, sys
-        for addr in sys.argv[1:]:
-            host, port = addr.rsplit(":", 1)
-            try:
-                socket.create_connection((host, int(port)), timeout=3); print("CONNECTED", addr)
-            except OSError as e:
-                print("failed", addr, e.errno)
-        """
-    )
-    box.put("probe.py", probe)
+    """A server on every address of this machine that the container must not reach, and the
+    container's own list of interfaces, which holds only its loopback."""
+    server = socket.create_server(("0.0.0.0", 0))
+    server.settimeout(0.1)
+    targets = [f"{a}:{server.getsockname()[1]}" for a in host_addresses()]
     try:
-        r = box.execute(f"python3 probe.py 1.1.1.1:80 127.0.0.1:{port}")
+        outside = deadlines.run([sys.executable, "-c", PROBE, targets[0]], text=True)
+        assert "CONNECTED" in outside.stdout, outside.stdout + outside.stderr  # the probe can tell
+        server.accept()[0].close()
+        box.put("probe.py", PROBE)
+        r = box.execute(f"python3 probe.py {' '.join(targets)}")
+        with pytest.raises(TimeoutError):
+            server.accept()  # nothing from the container arrived
     finally:
         server.close()
-    assert "CONNECTED" not in r.output and r.output.count("failed") == 2, r.output
+    assert "CONNECTED" not in r.output and r.output.count("failed") == len(targets), r.output
+    assert "interfaces ['lo'] ['lo']" in r.output, r.output
     assert box.container.attrs["HostConfig"]["NetworkMode"] == "none"
 
 
