@@ -4,7 +4,11 @@
   trap    a wait for a value nobody stores traps within its deadline and the process reports it
   prims   TMA load from a peer, TMA store to a peer, TMA store-with-add into a peer, barrier
   examples every reference kernel against its problem's reference() on random inputs, several
-          calls in a row (fresh inputs each), at the problem's size and at a small size
+          calls in a row (fresh inputs each), at the problem's size, 1/64 and 1/4096 of it
+  graphs  every reference kernel captured in a CUDA graph (3 calls back to back, after one eager
+          warm-up call), replayed 3 times with the inputs refilled in place with new random
+          values before each replay, every output checked after each replay; then eager calls
+          again (the epochs the replays left in device memory must still agree)
 
     python benchmarks/kernels_lib_gpu_check.py --out DIR
 
@@ -15,6 +19,7 @@ kernels_lib, which imports nothing of eval.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -30,7 +35,9 @@ PRIMS = r"""
 using T = __nv_bfloat16;
 // buf: [4][n] floats per rank: 0 = own data (rank*1000 + i), 1 = TMA-loaded from the next rank,
 // 2 = written by the previous rank's TMA store, 3 = accumulated by every rank's TMA store_add.
-extern "C" __global__ void prims(pk::pbuf<float> buf, pk::pbuf<uint32_t> flags, unsigned n, unsigned epoch) {
+extern "C" __global__ void prims(pk::pbuf<float> buf, pk::pbuf<uint32_t> flags, unsigned n, uint32_t* epochs) {
+  const pk::block_epoch ep(epochs);
+  const uint32_t epoch = ep.value;
   __shared__ __align__(128) float s[4096];
   __shared__ __align__(8) uint64_t bar;
   const int me = buf.rank, next = buf.peer_at(1), prev = buf.peer_at(buf.world - 1);
@@ -50,6 +57,7 @@ extern "C" __global__ void prims(pk::pbuf<float> buf, pk::pbuf<uint32_t> flags, 
     pk::tma::wait_writes();
   }
   pk::barrier_block(flags, 0, 2 * epoch);                   // everyone's stores have landed
+  ep.done();
 }
 """
 
@@ -109,6 +117,69 @@ def _check_trap(report: dict) -> None:
     report["trap"] = {"ok": ok, "seconds": round(dt, 2), "exit_code": code, "output": out[-1500:]}
 
 
+CASES = [  # (problem, example module, keyword arguments of its solution)
+    ("all_reduce", "all_reduce_one_shot", {}),
+    ("all_reduce", "all_reduce_two_shot", {}),
+    ("all_gather", "all_gather", {}),
+    ("all_gather", "all_gather", {"mechanism": "tma"}),
+    ("reduce_scatter", "reduce_scatter", {}),
+    ("all_to_all", "all_to_all", {}),
+    ("ag_gemm", "ag_gemm", {}),
+    ("gemm_rs", "gemm_rs", {}),
+]
+SIZES = (1.0, 1 / 64, 1 / 4096)
+
+
+def _trial(prob, got, inputs, rank: int, w: int, **info) -> dict:
+    """got against the problem's reference on inputs, agreed over the ranks (worst of them)."""
+    import torch
+    import torch.distributed as dist
+
+    want = prob.reference(*inputs)
+    atol, rtol = prob.tolerances(want.dtype)
+    ok = got.shape == want.shape and bool(torch.allclose(got.float(), want.float(), atol=atol, rtol=rtol))
+    err = (got.float() - want.float()).abs().max().item() if got.shape == want.shape else float("inf")
+    flag = torch.tensor([0.0 if ok else 1.0, err], device="cuda", dtype=torch.float64)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return {**info, "numel": int(inputs[0].numel()), "ok": flag[0].item() == 0, "max_err": flag[1].item()}
+
+
+def _eager_trials(prob, solve, rank: int, w: int, size: float, trials: list) -> None:
+    """Three calls in a row with fresh inputs: consecutive epochs, both buffer parities."""
+    for seed in (1, 2, 3):
+        inputs = prob.make_inputs(rank, w, seed, device="cuda", size=size)
+        trials.append(_trial(prob, solve(*inputs), inputs, rank, w, size=size, seed=seed))
+
+
+def _graph_trials(prob, solve, rank: int, w: int, size: float, trials: list, calls: int = 3, replays: int = 3) -> None:
+    """`calls` calls captured in one CUDA graph (after an eager warm-up call on a side stream, as
+    torch's docs ask), replayed `replays` times with the inputs refilled in place before each
+    replay (every output checked after each), then two eager calls on fresh inputs."""
+    import torch
+
+    inputs = prob.make_inputs(rank, w, 10, device="cuda", size=size)
+    warm = torch.cuda.Stream()
+    warm.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(warm):
+        solve(*inputs)
+    torch.cuda.current_stream().wait_stream(warm)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = [solve(*inputs) for _ in range(calls)]
+    for r in range(replays):
+        fresh = prob.make_inputs(rank, w, 20 + r, device="cuda", size=size)
+        for t, f in zip(inputs, fresh):
+            t.copy_(f)
+        graph.replay()
+        for c, got in enumerate(outs):
+            trials.append(_trial(prob, got, inputs, rank, w, size=size, replay=r, call=c))
+    del graph, outs
+    for seed in (30, 31):
+        inputs = prob.make_inputs(rank, w, seed, device="cuda", size=size)
+        trials.append(_trial(prob, solve(*inputs), inputs, rank, w, size=size, seed=seed, after_graph=True))
+
+
 def _rank_main(rank: int, w: int, port: int, out_path: str) -> None:
     import ctypes
 
@@ -128,9 +199,9 @@ def _rank_main(rank: int, w: int, port: int, out_path: str) -> None:
         buf = kl.symm_buffer((4, n), torch.float32, tag="prims")
         fl = kl.flags(64, tag="prims")
         k = kl.load(PRIMS, name="prims").kernel("prims")
+        epochs = torch.zeros(1, dtype=torch.int32, device="cuda")
         for _ in range(2):
-            e = fl.next_epoch()
-            k(1, 256, [buf.pbuf(), fl.pbuf(), ctypes.c_uint32(n), ctypes.c_uint32(e)])
+            k(1, 256, [buf.pbuf(), fl.pbuf(), ctypes.c_uint32(n), epochs])
             torch.cuda.synchronize()
         t = buf.tensor
         i = torch.arange(n, device="cuda", dtype=torch.float32)
@@ -144,51 +215,28 @@ def _rank_main(rank: int, w: int, port: int, out_path: str) -> None:
         for name in want:
             res["prims"][name] = bool(torch.equal(got[name], want[name]))
         res["prims"]["barrier"] = True
+        res["prims"]["block_epoch"] = epochs.item() == 2
     except Exception as ex:
         res["prims"]["error"] = f"{type(ex).__name__}: {ex}"[:500]
 
-    cases = [
-        ("all_reduce", "all_reduce_one_shot", {}),
-        ("all_reduce", "all_reduce_two_shot", {}),
-        ("all_gather", "all_gather", {}),
-        ("all_gather", "all_gather", {"mechanism": "tma"}),
-        ("reduce_scatter", "reduce_scatter", {}),
-        ("all_to_all", "all_to_all", {}),
-        ("ag_gemm", "ag_gemm", {}),
-        ("gemm_rs", "gemm_rs", {}),
-    ]
     import importlib
 
-    for pid, ex_name, kw in cases:
+    res["graphs"] = {}
+    for pid, ex_name, kw in CASES:
         label = ex_name + ("" if not kw else f"[{','.join(f'{k}={v}' for k, v in kw.items())}]")
         prob = load_problem(pid)
         mod = importlib.import_module(f"kernels_lib.examples.{ex_name}")
-        trials = []
-        try:
-            for size in (1.0, 1 / 64, 1 / 4096):
-                for seed in (1, 2, 3):  # three calls in a row per size: epochs and both parities
-                    inputs = prob.make_inputs(rank, w, seed, device="cuda", size=size)
-                    got = mod.solution(*inputs, **kw)
-                    want = prob.reference(*inputs)
-                    atol, rtol = prob.tolerances(want.dtype)
-                    ok = got.shape == want.shape and bool(torch.allclose(got.float(), want.float(), atol=atol, rtol=rtol))
-                    err = (got.float() - want.float()).abs().max().item() if got.shape == want.shape else float("inf")
-                    flag = torch.tensor([0.0 if ok else 1.0, err], device="cuda", dtype=torch.float64)
-                    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-                    trials.append(
-                        {
-                            "size": size,
-                            "seed": seed,
-                            "numel": int(inputs[0].numel()),
-                            "ok": flag[0].item() == 0,
-                            "max_err": flag[1].item(),
-                        }
-                    )
-            res["examples"][label] = {"ok": all(t["ok"] for t in trials), "trials": trials}
-        except Exception as ex:
-            res["examples"][label] = {"ok": False, "error": f"{type(ex).__name__}: {ex}"[:800], "trials": trials}
-        if rank == 0:
-            print(label, json.dumps(res["examples"][label])[:300], flush=True)
+        solve = functools.partial(mod.solution, **kw)
+        for section, check in (("examples", _eager_trials), ("graphs", _graph_trials)):
+            trials: list = []
+            try:
+                for size in SIZES:
+                    check(prob, solve, rank, w, size, trials)
+                res[section][label] = {"ok": all(t["ok"] for t in trials), "trials": trials}
+            except Exception as ex:
+                res[section][label] = {"ok": False, "error": f"{type(ex).__name__}: {ex}"[:800], "trials": trials}
+            if rank == 0:
+                print(section, label, json.dumps(res[section][label])[:300], flush=True)
     if rank == 0:
         json.dump(res, open(out_path, "w"), indent=1)
     dist.barrier()
@@ -226,10 +274,12 @@ def main() -> None:
         and report["trap"]["ok"]
         and all(v is True for v in report["prims"].values())
         and all(v["ok"] for v in report["examples"].values())
+        and all(v["ok"] for v in report["graphs"].values())
     )
     json.dump(report, open(os.path.join(a.out, "gpu_check.json"), "w"), indent=1)
     print("prims", report["prims"])
     print("examples", {k: v["ok"] for k, v in report["examples"].items()})
+    print("graphs", {k: v["ok"] for k, v in report["graphs"].items()})
     print("GPU CHECK", "PASSED" if report["ok"] else "FAILED")
 
 

@@ -7,7 +7,8 @@ A SymmBuffer is one allocation of the same shape on every rank of a group, mappe
 rank's address space (torch.distributed._symmetric_memory: empty + rendezvous). It is cached by
 (shape, dtype, group, tag, device), so a solution() called a thousand times allocates once; the
 first call is a collective (every rank must make it, in the same order).
-Its `epoch` counter gives each launch a fresh flag value (see pk/signal.cuh).
+Launch epochs are not kept here: they live in device memory (pk::block_epoch in pk/signal.cuh,
+kernels_lib.sync), so that CUDA graphs of launches replay correctly.
 """
 
 from __future__ import annotations
@@ -59,17 +60,11 @@ class SymmBuffer:
     world: int
     ptrs: list[int]
     signal_pads: list[int]
-    epoch: int = 0
     extra: dict = field(default_factory=dict)  # a place for a solution's cached views and args
 
     def pbuf(self, offset_bytes: int = 0) -> PBuf:
         """pk::pbuf over this buffer (from offset_bytes on). No multicast address: see multimem."""
         return pbuf(self.ptrs, self.rank, offset_bytes)
-
-    def next_epoch(self) -> int:
-        """1, 2, 3 ... one per launch; the same sequence on every rank (they launch alike)."""
-        self.epoch = (self.epoch + 1) & 0xFFFFFFFF or 1
-        return self.epoch
 
     def peer(self, rank: int, shape, dtype, offset_elems: int = 0):
         """A torch tensor over rank `rank`'s copy (writes go over NVLink)."""

@@ -191,3 +191,26 @@ def test_plan_covers_the_message():
         tile, s, r = plan(nbytes)
         assert tile % 16 == 0 and 4096 <= tile <= 256 * 1024
         assert 1 <= s <= -(-nbytes // tile) and s + r <= 128
+
+
+def test_sync_calls_refuse_bad_flags_and_old_style_epochs():
+    """The stream-ordered signals take their epochs from the GPU: an old call passing an epoch
+    (signal_peer(f, epoch, to), wait_peer(f, epoch, i)) fails loudly instead of signalling the
+    wrong flag or stream, and flag indices outside the buffer are refused before any launch."""
+    import torch
+
+    from kernels_lib import sync
+
+    f = kl.SymmBuffer(torch.zeros(4, dtype=torch.int32), None, "g", rank=0, world=2, ptrs=[0, 0], signal_pads=[0, 0])
+    with pytest.raises(ValueError, match="rank 7"):
+        sync.signal_peer(f, 7, 1)
+    with pytest.raises(ValueError, match="flag 4"):
+        sync.signal_peer(f, 1, 4)
+    with pytest.raises(ValueError, match="flag 4"):
+        sync.wait_peer(f, 4)
+    with pytest.raises(ValueError, match="flag 4"):
+        sync.wait_peers(f, base=3)
+    with pytest.raises(TypeError):
+        sync.wait_peer(f, 1, 0)  # (flags, epoch, index): stream is keyword-only
+    with pytest.raises(TypeError):
+        sync.signal_peers(f, 1)  # (flags, epoch): base is keyword-only

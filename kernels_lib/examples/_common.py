@@ -26,8 +26,12 @@ def plan(nbytes: int, max_senders: int = 64, max_receivers: int = 64) -> tuple[i
 
 
 class Launch:
-    """A kernel with its arguments packed once; per call only x, out and the epoch change, and
-    the launch goes straight to cuLaunchKernel (a few microseconds of Python per call)."""
+    """A kernel with its arguments packed once; per call only x and out change, and the launch
+    goes straight to cuLaunchKernel (a few microseconds of Python per call). The kernel takes
+    (x, out, *fixed_before, epochs, *fixed_after): `epochs` is this launch's zeroed counter of
+    one uint32 per block, for pk::block_epoch, so the epoch lives in device memory and a CUDA
+    graph of calls stays correct when replayed. One Launch per configuration (grid, flags,
+    buffers): two Launch objects must never share a flags buffer."""
 
     def __init__(
         self,
@@ -43,16 +47,17 @@ class Launch:
         from kernels_lib.build import _libcuda
 
         self.kernel = kl.load(source, name=module or name).kernel(name)
-        self.x, self.out, self.epoch = ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_uint32()
-        self.packed = self.kernel.pack([self.x, self.out, *fixed_before, self.epoch, *fixed_after])
+        self.epochs = torch.zeros(grid, dtype=torch.int32, device="cuda")  # launches done, per block
+        self.x, self.out = ctypes.c_uint64(), ctypes.c_uint64()
+        self.packed = self.kernel.pack([self.x, self.out, *fixed_before, self.epochs, *fixed_after])
         self.grid, self.block, self.smem = grid, block, smem
         if smem > 48 * 1024:
             kl.build.check(_libcuda().cuFuncSetAttribute(self.kernel.func, 8, smem), f"{name}: shared memory {smem}")
         self._launch = _libcuda().cuLaunchKernel
         self._stream = torch._C._cuda_getCurrentRawStream
 
-    def __call__(self, x: torch.Tensor, out: torch.Tensor, epoch: int) -> None:
-        self.x.value, self.out.value, self.epoch.value = x.data_ptr(), out.data_ptr(), epoch
+    def __call__(self, x: torch.Tensor, out: torch.Tensor) -> None:
+        self.x.value, self.out.value = x.data_ptr(), out.data_ptr()
         code = self._launch(
             self.kernel.func, self.grid, 1, 1, self.block, 1, 1, self.smem, self._stream(x.device.index), self.packed.argp, None
         )

@@ -13,10 +13,13 @@ from kernels_lib.examples._common import Launch, check_input, plan, world
 SOURCE = r"""
 #include <pk/pk.cuh>
 using T = __nv_bfloat16;
-// x: [world][n]; recv: [2 parities][world][n] per rank; flags: [world][tiles].
+// x: [world][n]; recv: [2 parities][world][n] per rank; flags: [world][tiles];
+// epochs: one launch counter per block (pk::block_epoch).
 extern "C" __global__ void __launch_bounds__(512) reduce_scatter(
     const T* __restrict__ x, T* __restrict__ out, pk::pbuf<T> recv, pk::pbuf<uint32_t> flags,
-    size_t n, unsigned tile, unsigned epoch, int senders) {
+    size_t n, unsigned tile, uint32_t* epochs, int senders) {
+  const pk::block_epoch ep(epochs);
+  const uint32_t epoch = ep.value;
   const int me = recv.rank, W = recv.world;
   const size_t tiles = (n + tile - 1) / tile, slot = (size_t)(epoch & 1) * W * n;
   pk::split_grid(senders,
@@ -45,6 +48,7 @@ extern "C" __global__ void __launch_bounds__(512) reduce_scatter(
         }
       }
     });
+  ep.done();
 }
 """
 
@@ -66,14 +70,14 @@ def _setup(n: int) -> tuple:
         senders + reducers,
         512,
     )
-    return flags, launch
+    return launch
 
 
 def solution(x: torch.Tensor) -> torch.Tensor:
     rank, w = world()
     x = check_input(x, 8 * w)
     n = x.numel() // w
-    flags, launch = _STATE.get(n) or _STATE.setdefault(n, _setup(n))
+    launch = _STATE.get(n) or _STATE.setdefault(n, _setup(n))
     out = torch.empty(n, dtype=x.dtype, device=x.device)
-    launch(x, out, flags.next_epoch())
+    launch(x, out)
     return out

@@ -2,7 +2,9 @@
 //
 // Flags carry epochs: a kernel launched for the k-th time stores k (never resets), and a wait
 // returns once the flag is >= k (compared modulo 2^32), so no flag needs clearing between
-// launches. signal is a system-scope release store; wait spins with system-scope acquire loads.
+// launches. The epoch comes from device memory (pk::block_epoch below), never from the host per
+// call, so that a CUDA graph of launches stays correct when replayed. signal is a system-scope
+// release store; wait spins with system-scope acquire loads.
 // A block's data becomes visible with its signal when the block synchronizes first:
 //     ...stores to the peer...;  __syncthreads();  if (threadIdx.x == 0) pk::signal(f, p, i, k);
 //     if (threadIdx.x == 0) pk::wait(f, i, k, "what");  __syncthreads();  ...read...
@@ -75,6 +77,26 @@ inline __device__ __noinline__ void wait_flag(const uint32_t* flag, uint32_t v, 
   }
   asm volatile("fence.acq_rel.sys;" ::: "memory");  // relaxed read + fence = acquire
 }
+
+// The epoch of this launch, from a per-block launch counter in device memory (CUDA-graph safe:
+// a replayed launch reads the count the previous launch left). `counters` is a zeroed array of
+// one uint32 per block of the grid owned by one launch configuration (this kernel, its flags
+// and buffers, its grid). Block b's k-th launch reads k - 1, uses epoch k and, at its end,
+// stores k. Every block of every rank runs every launch, so all blocks of all ranks agree on k.
+//     const pk::block_epoch ep(counters);   // ep.value = 1, 2, 3 ... (wraps modulo 2^32)
+//     ... signals and waits with ep.value, receive slot ep.value & 1 ...
+//     ep.done();                            // every thread of the block, once, at the very end
+// done() contains a __syncthreads: no thread may return early or skip it.
+struct block_epoch {
+  uint32_t* counter;
+  uint32_t value;
+  __device__ __forceinline__ explicit block_epoch(uint32_t* counters)
+      : counter(counters + blockIdx.x), value(counters[blockIdx.x] + 1u) {}
+  __device__ __forceinline__ void done() const {
+    __syncthreads();  // every thread has read the old count (and finished its work)
+    if (threadIdx.x == 0) *counter = value;
+  }
+};
 
 // signal / wait on a flags buffer: signal stores v into rank `to`'s flag i; wait spins on this
 // rank's flag i.
