@@ -91,6 +91,7 @@ def check_kernel(cfg: SolveConfig, candidate: str | Path, gpus: Gpus | None = No
             ci_width=c.ci_width,
             confine=c.confine,
             pass_env=tuple(c.pass_env),
+            graphs=c.graphs,
         )
         | args
     )

@@ -5,6 +5,7 @@ runs' speedups, and the wall time of each check.
 
     python benchmarks/check_repro.py --runs 3 --sizes 1 0.001 --out docs/check_repro_w2.md
     python benchmarks/check_repro.py --kernels --sizes 1       # kernels_lib's kernels too
+    python benchmarks/check_repro.py --graphs off ...          # calls timed one by one only
 
 Candidates: each basic collective's reference as its own candidate (a speedup of 1 is the
 truth there), and with --kernels kernels_lib's example kernels against their problems.
@@ -62,6 +63,7 @@ def main() -> None:
     ap.add_argument("--world-size", type=int, default=2)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--time-budget", type=float, default=None)
+    ap.add_argument("--graphs", default="auto", choices=["auto", "on", "off"], help="the checker's --graphs")
     ap.add_argument("--out", type=Path, help="a markdown table (and the same name .json)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp())
@@ -83,6 +85,7 @@ def main() -> None:
                     size=size,
                     timeout=300,
                     time_budget_s=args.time_budget,
+                    graphs=args.graphs,
                 )
                 wall = time.perf_counter() - t0
                 if r.status != "correct":
@@ -100,6 +103,7 @@ def main() -> None:
                         calls=p.reference.calls_per_batch,
                         ref_host_bound=p.reference.host_bound,
                         cand_host_bound=p.candidate.host_bound,
+                        graphs=p.graphs,
                         phases=r.phases.model_dump(),
                     )
                 )
@@ -120,7 +124,7 @@ def main() -> None:
             print(
                 f"{label:32s} size {size:<6g} speedups {' '.join(f'{v:.3f}' for v in s)}  spread {row['spread_pct']:.1f}%  "
                 f"max dev {row['max_dev_pct']:.1f}%  intervals hold the others: {covered}  "
-                f"ref {runs[0]['ref_ms'] * 1e3:.1f} us  wall {walls(runs)} s",
+                f"ref {runs[0]['ref_ms'] * 1e3:.1f} us  graphs {runs[0]['graphs']}  wall {walls(runs)} s",
                 flush=True,
             )
     if args.out:
@@ -128,8 +132,8 @@ def main() -> None:
             json.dumps({"date": time.strftime("%Y-%m-%d"), "argv": sys.argv[1:], "rows": rows}, indent=1)
         )
         lines = [
-            "| candidate | size | speedups (3 runs) | 95 % intervals | spread | max dev from mean | intervals hold the others | ref per call | host-bound | wall per check |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            "| candidate | size | speedups (3 runs) | 95 % intervals | spread | max dev from mean | intervals hold the others | ref per call | host-bound | CUDA graphs | wall per check |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for row in rows:
             rs = row["runs"]
@@ -138,7 +142,7 @@ def main() -> None:
             lines.append(
                 f"| {row['candidate']} | {row['size']:g} | {speedups} | {intervals} | {row['spread_pct']:.1f} % | "
                 f"{row['max_dev_pct']:.1f} % | {'yes' if row['intervals_hold_others'] else 'no'} | {rs[0]['ref_ms'] * 1e3:.1f} us | "
-                f"{'yes' if rs[0]['ref_host_bound'] else 'no'} | {walls(rs)} s |"
+                f"{'yes' if rs[0]['ref_host_bound'] else 'no'} | {'yes' if rs[0]['graphs'] else 'no'} | {walls(rs)} s |"
             )
         args.out.write_text("\n".join(lines) + "\n")
 

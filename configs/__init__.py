@@ -105,6 +105,9 @@ class CheckConfig(Strict):
         default="auto", description="the candidate's processes: bubblewrap where it works"
     )
     pass_env: list[str] = Field(default_factory=list, description="environment variables the candidate may see")
+    graphs: Literal["auto", "on", "off"] = Field(
+        default="auto", description="time CUDA-graph replays of both sides: auto = where a side is host-bound"
+    )
 
 
 class PkbConfig(Strict):

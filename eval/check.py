@@ -98,6 +98,8 @@ def _perf(problem, timed: dict, world_size: int, size: float, device: str, hardw
         pairs=timed["pairs"],
         verified_calls=timed["verified"],
         timing_s=timed["seconds"],
+        graphs=bool(timed.get("graphs")),
+        graphs_note=str(timed.get("graphs_why_not", ""))[:500],
     )
     impossible = None
     if problem.roofline is not None and device == "cuda":
@@ -391,13 +393,15 @@ def check(
     max_pairs: int = 200,
     confine: str = "auto",
     pass_env: tuple[str, ...] = (),
+    graphs: str = "auto",
 ) -> CheckResult:
     """Check `candidate` against `problem`; see the module docstring and docs/checker.md.
 
     `batches` is the least number of timed pairs (reference batch, candidate batch); pairs go
     on until the speedup's 95 % interval is narrower than `ci_width` (relative), `max_pairs`
     or `time_budget_s`. `repeats`: calls per trial on identical inputs (a race shows as
-    disagreement). `confine`: auto (bubblewrap where it works), bwrap, or none.
+    disagreement). `confine`: auto (bubblewrap where it works), bwrap, or none. `graphs`: time
+    CUDA-graph replays of both sides' batches: auto (where a side is host-bound), on, or off.
     `time_budget_s` defaults to 6 s on CUDA and 2 s on CPU (gloo timings are for testing).
     Raises UsageError for arguments that are wrong before anything runs.
     """
@@ -422,6 +426,8 @@ def check(
     ):
         if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
             raise UsageError(f"{name} must be a positive finite number, not {value!r}")
+    if graphs not in ("auto", "on", "off"):
+        raise UsageError(f"--graphs {graphs!r}: expected auto, on or off")
     if min(trials, world_size, batches, repeats, max_pairs) < 1:
         raise UsageError("--trials, --world-size, --repeats and the number of timed pairs must be positive")
     try:
@@ -522,6 +528,7 @@ def check(
                     max_pairs=max(batches, max_pairs),
                     ci_width=ci_width,
                     time_budget_s=time_budget_s,
+                    graphs=graphs,
                 )
             )
         )

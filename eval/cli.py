@@ -56,6 +56,10 @@ def report_lines(r) -> list[str]:
                 lines.append("  the interval contains 1.0: too close to call a winner (more pairs: --time-budget)")
         else:
             lines.append(f"  speedup {p.speedup:.3f}x")
+        if p.graphs:
+            lines.append("  both sides timed as CUDA-graph replays of their batches (no Python while timed)")
+        elif p.graphs_note not in ("", "off", "not on CUDA"):
+            lines.append(f"  calls timed one by one, not as CUDA graphs: {p.graphs_note}")
         for name, t in (("reference", p.reference), ("candidate", p.candidate)):
             if t.host_bound:
                 lines.append(
@@ -95,6 +99,9 @@ def check(
     ),
     confine: str = typer.Option("auto", "--confine", help="auto (bubblewrap where it works), bwrap or none."),
     pass_env: list[str] = typer.Option([], "--pass-env", help="An environment variable the candidate may see (repeatable)."),
+    graphs: str = typer.Option(
+        "auto", "--graphs", help="Time CUDA-graph replays of both sides: auto (where a side is host-bound), on or off."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print only the JSON result."),
 ) -> None:
     """Check a candidate: correctness over several trials, optionally speed; last line is JSON."""
@@ -117,6 +124,7 @@ def check(
         ci_width=ci_width,
         confine=confine,
         pass_env=tuple(pass_env),
+        graphs=graphs,
     )
     if not as_json:
         typer.echo("\n".join(report_lines(result)))

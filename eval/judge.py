@@ -17,7 +17,8 @@ parent as JSON lines on PKAGENT_CHECK_FD. In order:
    timed here (the reference's batch pays the same socket round trip as the candidate's); after
    each candidate batch the output of one call drawn at random is checked against the reference;
    pairs continue until the bootstrap interval of the speedup is narrow enough or the time
-   budget ends.
+   budget ends. Where calls are bound by the host (or `graphs` is "on"), both sides' batches are
+   first captured as CUDA graphs and the pairs time their replays.
 """
 
 from __future__ import annotations
@@ -40,7 +41,10 @@ import torch.distributed as dist
 from eval import compare as cmp
 from eval import wire
 from eval.launch import die_with_parent
-from eval.runner import sync, tweak
+from eval.runner import capture_calls, restore, sync, tweak
+
+
+GRAPH_HOST_FRACTION = 0.5  # graphs="auto" captures where a side spends more of its batch issuing calls
 
 
 class Failed(Exception):
@@ -132,6 +136,9 @@ class Judge:
         self.tol, self.strict = self.problem.tolerances, self.problem.meta.strict_dtype
         self.rng = random.Random(spec["secret"])  # the same draws on every judge; the runners never see it
         self.budget, self.out_bytes = 0, 0  # bytes a message from the runner may carry, set from the references
+        self.graph: Any = None  # the reference's captured batch, when both sides time graphs
+        self.soft_failure = ""
+        self.graph_copies: list[Any] = []
 
     # --- plumbing ---------------------------------------------------------------------------
     def inputs(self, seed: int) -> Any:
@@ -296,6 +303,11 @@ class Judge:
     def ref_batch(self, calls: int) -> tuple[float, float]:
         seeds, draws = self.batch_plan()
         copies = [self.inputs(s) for s in seeds]
+        graph = self.graph
+        if graph is not None:  # refill the captured copies in place
+            for c, f in zip(self.graph_copies, copies):
+                restore(c, f)
+            copies = self.graph_copies
         sync(self.device)
         k, fn, outs = len(copies), self.problem.reference, []
         dist.barrier()
@@ -303,8 +315,11 @@ class Judge:
         t0 = time.perf_counter()
         for c, draw in zip(copies, draws):
             tweak(c, draw)
-        for i in range(calls):
-            outs.append(fn(*copies[i % k]))
+        if graph is not None:
+            graph.replay()
+        else:
+            for i in range(calls):
+                outs.append(fn(*copies[i % k]))
         t1 = time.perf_counter()
         sync(self.device)
         self.ask({"op": "ping"}, "pong", 0)  # the same round trip a candidate batch pays
@@ -313,11 +328,12 @@ class Judge:
 
     def cand_batch(self, calls: int) -> tuple[float, float, tuple[list[int], list]]:
         seeds, draws = self.batch_plan()
-        self.ask({"op": "prepare", "seeds": seeds}, "prepared", 0)
+        graph = self.graph is not None
+        self.ask({"op": "prepare", "seeds": seeds, "graph": graph}, "prepared", 0)
         dist.barrier()
         sync(self.device)
         t0 = time.perf_counter()
-        head, _ = self.ask({"op": "go", "calls": calls, "draws": draws}, "done", 0)
+        head, _ = self.ask({"op": "go", "calls": calls, "draws": draws, "graph": graph}, "done", 0)
         wall = time.perf_counter() - t0
         loop_s, enq_s = head.get("loop_s"), head.get("enqueue_s")
         if not (
@@ -331,8 +347,9 @@ class Judge:
             )
         return wall / calls, (enq_s / loop_s if loop_s > 0 else 0.0), (seeds, draws)
 
-    def verify(self, calls: int, plan: tuple[list[int], list], batch: int) -> bool:
-        """Check the output of one call of the last candidate batch, drawn after the batch."""
+    def verify(self, calls: int, plan: tuple[list[int], list], batch: int, soft: bool = False) -> bool:
+        """Check the output of one call of the last candidate batch, drawn after the batch.
+        soft: a wrong output returns False instead of failing the check (a first graph replay)."""
         head, _ = self.ask({"op": "aliases"}, "aliases", 0)
         mask = torch.zeros(calls, dtype=torch.float64, device=self.device)
         ok = [int(j) for j in head.get("verifiable", []) if isinstance(j, int) and 0 <= j < calls]
@@ -358,11 +375,17 @@ class Judge:
         where = f"timed batch {batch}" if batch >= 0 else "a warm-up batch"
         layout = (lambda ss: ss) if self.strict else (lambda ss: [s[0] for s in ss or []])  # dtype too where strict
         if layout(head.get("shapes")) != layout(cmp.shapes(want)):
+            if soft:
+                self.soft_failure = f"output shapes {str(head.get('shapes'))[:200]}"
+                return False
             self.fail(
                 "incorrect",
                 f"{where}, call {j + 1} of {calls}: output shapes {str(head.get('shapes'))[:300]}, expected {cmp.shapes(want)}",
             )
         d = cmp.compare(got, cmp.sample(want, draw), self.tol, self.strict)
+        if d and soft:
+            self.soft_failure = d["message"]
+            return False
         if d:
             self.fail(
                 "incorrect",
@@ -370,6 +393,24 @@ class Judge:
                 "(wrong only when called back to back: a race, or work skipped while timed)",
             )
         return True
+
+    def capture(self, calls: int) -> str:
+        """Both sides' batches captured as CUDA graphs on every rank: '' if so, else why not (then
+        neither side uses one)."""
+        seeds = [self.rng.randrange(1 << 40) for _ in range(self.copies)]
+        why = ""
+        try:
+            self.graph_copies = [self.inputs(s) for s in seeds]
+            self.graph, _ = capture_calls(self.problem.reference, self.graph_copies, calls, self.device)
+        except Exception as e:  # noqa: BLE001 - a reference that cannot be captured is timed call by call
+            why = f"the reference cannot be captured: {type(e).__name__}: {str(e)[:300]}"
+        head, _ = self.ask({"op": "capture", "seeds": seeds, "calls": calls}, "captured", 0)
+        if head.get("why") and not why:
+            why = f"the candidate cannot be captured: {str(head['why'])[:300]}"
+        if self.agree_max(float(bool(why)))[0]:
+            self.graph, self.graph_copies = None, []
+            return why or "another rank could not capture its calls"
+        return ""
 
     def time(self) -> None:
         spec = self.spec
@@ -385,8 +426,8 @@ class Judge:
         # warm-up: batches of growing size until both sides' time per call is steady
         calls, hist, n_warm = 1, {"r": [], "c": []}, 0
         while True:
-            r, _ = self.ref_batch(calls)
-            c, _, plan = self.cand_batch(calls)
+            r, rh = self.ref_batch(calls)
+            c, ch, plan = self.cand_batch(calls)
             self.verify(calls, plan, -1)
             r, c = self.agree_max(r, c)
             hist["r"].append(r)
@@ -402,6 +443,29 @@ class Judge:
                 break
             if abs(calls - target) > 0.1 * target:
                 calls, hist = target, {"r": [], "c": []}
+
+        # CUDA graphs: "on", or "auto" where either side spent most of its batch issuing calls
+        mode, why_not = spec.get("graphs", "off") if self.device.type == "cuda" else "off", ""
+        host = self.agree_max(rh, ch)
+        if mode == "on" or (mode == "auto" and max(host) > GRAPH_HOST_FRACTION):
+            why_not = self.capture(calls)
+            for _ in range(3 if not why_not else 0):  # replays until warm, both sides
+                self.ref_batch(calls)
+                _, _, plan = self.cand_batch(calls)
+                self.soft_failure = ""
+                self.verify(calls, plan, -1, soft=True)
+                if self.agree_max(float(bool(self.soft_failure)))[0]:
+                    # right when called, wrong when replayed (state kept on the host, such as an
+                    # epoch counter, is frozen in a graph): timed call by call, as it was checked
+                    self.graph, self.graph_copies = None, []
+                    why_not = "the candidate's graph replays gave wrong results" + (
+                        f" ({self.soft_failure[:300]})" if self.soft_failure else " on another rank"
+                    )
+                    break
+        elif mode == "auto":
+            why_not = f"not host-bound ({max(host):.0%} of a batch spent issuing calls)"
+        else:
+            why_not = "off" if self.device.type == "cuda" else "not on CUDA"
 
         ref_ms, cand_ms, ref_host, cand_host, verified = [], [], [], [], 0
         t_timed = time.perf_counter()
@@ -443,6 +507,8 @@ class Judge:
             copies=self.copies,
             ref_host=med(ref_host),
             cand_host=med(cand_host),
+            graphs=self.graph is not None,
+            graphs_why_not=why_not,
             seconds=time.perf_counter() - t_start,
         )
 

@@ -50,6 +50,8 @@ class Perf(BaseModel):
     pairs: int = 0  # (reference batch, candidate batch) pairs timed, in alternating order
     verified_calls: int = 0  # timed calls whose output was checked against the reference
     timing_s: float = 0.0  # wall seconds of warm-up and timing
+    graphs: bool = False  # both sides' batches timed as CUDA-graph replays (no Python while timed)
+    graphs_note: str = ""  # why not, where they were not
     # From the problem's roofline and a hardware profile (GPU runs of problems that have one):
     roofline_ms: float | None = None  # the lower-bound time
     roofline_terms_ms: dict[str, float] = Field(default_factory=dict)  # link, hbm, compute

@@ -12,6 +12,9 @@ side (eval/judge.py); what it offers is the service an honest candidate needs:
   inputs themselves where the judge asks), and say whether the repeats disagreed (a race);
 - `prepare` / `go` / `output`: a timed batch of calls over fresh input copies, then the output
   of one call the judge picks after the batch is over;
+- `capture`: the batch's calls captured once as a CUDA graph over input copies that `prepare`
+  then refills in place, so that `go` replays it (for calls bound by the host: no Python runs
+  while the graph is timed);
 - `ping`: an empty round trip (the judge times the reference with one too, so both sides pay it).
 """
 
@@ -121,6 +124,23 @@ def tweak(inputs: Any, draw: list[float]) -> None:
             x.view(-1)[int(a * x.numel())] = x.view(-1)[int(b * x.numel())]
 
 
+def capture_calls(fn: Any, copies: list, calls: int, device: torch.device) -> tuple[Any, list]:
+    """`calls` calls of fn (call i on copies[i % k]) captured as one CUDA graph: (graph, outputs).
+    One call first on a side stream, so that lazy set-up (handles, workspaces) is not captured."""
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        fn(*copies[0])
+    torch.cuda.current_stream(device).wait_stream(side)
+    sync(device)
+    graph = torch.cuda.CUDAGraph()
+    # thread_local: the process group's watchdog thread may query events while this thread captures
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        outs = [fn(*copies[i % len(copies)]) for i in range(calls)]
+    sync(device)
+    return graph, outs
+
+
 def storages(obj: Any) -> set[int]:
     return {t.untyped_storage().data_ptr() for t in cmp.tensors(obj) if t.numel()}
 
@@ -152,6 +172,8 @@ class Runner:
         self.last: Any = None  # the inputs of the last `call`, for a re-call on the same tensors
         self.copies: list[Any] = []
         self.outs: list[Any] = []
+        self.graph: Any = None  # the captured batch (capture), and its outputs
+        self.graph_outs: list[Any] = []
 
     def send(self, header: dict, tensors: list[torch.Tensor] = ()) -> None:
         wire.send(self.sock, header, list(tensors))
@@ -230,21 +252,42 @@ class Runner:
         )
 
     def prepare(self, head: dict) -> None:
-        self.copies = [self.inputs(s) for s in head["seeds"]]
+        fresh = [self.inputs(s) for s in head["seeds"]]
+        if head.get("graph"):  # the captured copies keep their addresses: refill them
+            for c, f in zip(self.copies, fresh):
+                restore(c, f)
+        else:
+            self.copies, self.graph, self.graph_outs = fresh, None, []
         self.outs = []
         sync(self.device)
         self.send({"op": "prepared"})
+
+    def capture(self, head: dict) -> None:
+        """Capture the batch as a CUDA graph over copies built from the judge's seeds; say why not
+        where the candidate cannot be captured (the check then times calls one by one)."""
+        self.copies = [self.inputs(s) for s in head["seeds"]]
+        self.graph, self.graph_outs, why = None, [], ""
+        try:
+            self.graph, self.graph_outs = capture_calls(self.solution, self.copies, head["calls"], self.device)
+        except Exception as e:  # noqa: BLE001 - an honest candidate may simply not be capturable
+            why = f"{type(e).__name__}: {str(e)[:300]}"
+        self.send({"op": "captured", "why": why})
 
     def go(self, head: dict) -> None:
         """The timed loop: each copy changed at the judge's positions, then as little as possible
         between the calls (the judge's reference loop is the same), then a device-wide sync so
         work on any stream counts."""
         fn, copies, k, outs = self.solution, self.copies, len(self.copies), []
+        graph = self.graph if head.get("graph") else None
         t0 = time.perf_counter()
         for c, draw in zip(copies, head["draws"]):
             tweak(c, draw)
-        for i in range(head["calls"]):
-            outs.append(fn(*copies[i % k]))
+        if graph is not None:
+            graph.replay()
+            outs = self.graph_outs
+        else:
+            for i in range(head["calls"]):
+                outs.append(fn(*copies[i % k]))
         t1 = time.perf_counter()
         sync(self.device)
         t2 = time.perf_counter()
@@ -280,6 +323,7 @@ class Runner:
             "call": self.call,
             "prepare": self.prepare,
             "go": self.go,
+            "capture": self.capture,
             "aliases": self.aliases,
             "output": self.output,
             "ping": lambda h: self.send({"op": "pong"}),

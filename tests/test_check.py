@@ -30,6 +30,7 @@ def test_honest_candidate_is_correct_with_perf():
     assert r.perf.verified_calls == r.perf.pairs  # one timed call of every candidate batch checked
     assert r.confinement in ("bwrap", "none")
     assert r.perf.roofline_ms is None  # no roofline for CPU runs
+    assert not r.perf.graphs and r.perf.graphs_note == "not on CUDA"  # graphs exist on CUDA only
     assert r.phases.total_s >= r.phases.startup_s > 0
 
 
@@ -131,6 +132,7 @@ def test_multicast_in_a_sibling_source_is_refused(tmp_path, monkeypatch):
         (dict(timeout=float("inf")), "positive finite number"),
         (dict(hardware="bogus", perf=True), "bogus.yaml: file not found"),
         (dict(confine="chroot"), "expected one of auto, bwrap, none"),
+        (dict(graphs="yes"), "--graphs 'yes': expected auto, on or off"),
         (dict(device="cuda"), "GPUs"),
     ],
 )

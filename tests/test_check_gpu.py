@@ -28,6 +28,36 @@ def test_honest_is_correct_and_speedup_near_one():
     assert r.perf.roofline_ms and 0 < r.perf.reference_roofline_fraction <= 1.0
 
 
+def test_graphs_time_replays_of_both_sides():
+    # At 1/1000 of the default size a call takes tens of microseconds, mostly the host's: "auto"
+    # captures both sides, and the reference against itself still measures 1.
+    r = run("honest", perf=True, size=0.001)
+    assert r.status == "correct", r.message + r.log_tail
+    assert r.perf.graphs, r.perf.graphs_note
+    assert 0.9 <= r.perf.speedup <= 1.1, r.perf
+    assert r.perf.verified_calls == r.perf.pairs
+
+
+def test_not_capturable_is_timed_call_by_call():
+    r = run("not_capturable", perf=True, graphs="on")
+    assert r.status == "correct", r.message + r.log_tail
+    assert not r.perf.graphs and "the candidate cannot be captured" in r.perf.graphs_note, r.perf
+
+
+def test_graph_replays_wrong_from_the_start_are_timed_call_by_call():
+    # Right when called, wrong when replayed (like an epoch kept on the host): not a cheat, just
+    # not graph-safe; it is timed the way it was checked.
+    r = run("stale_when_captured", perf=True, graphs="on")
+    assert r.status == "correct", r.message + r.log_tail
+    assert not r.perf.graphs and "graph replays gave wrong results" in r.perf.graphs_note, r.perf
+
+
+def test_graph_replays_that_go_stale_while_timed_are_caught():
+    r = run("stale_after_replays", perf=True, graphs="on")
+    assert r.status == "incorrect", (r.status, r.message, r.log_tail[-1500:])
+    assert "drawn after the batch" in r.message
+
+
 def test_side_stream_work_is_timed():
     # 20 extra passes over the tensor on a side stream: it must look slower than the reference,
     # not free as a timer that records only the current stream would show it.
