@@ -43,7 +43,6 @@ from eval import wire
 from eval.launch import die_with_parent
 from eval.runner import capture_calls, restore, sync, tweak
 
-
 GRAPH_HOST_FRACTION = 0.5  # graphs="auto" captures where a side spends more of its batch issuing calls
 
 

@@ -10,8 +10,10 @@
 #   table    benchmarks/reference_table.py: every problem's reference against itself
 #   speed    benchmarks/check_speed.py
 #   adversarial  tests/test_check_adversarial.py on the GPUs (PKAGENT_TEST_DEVICE=cuda)
-#   repro    benchmarks/check_repro.py: the four collectives' references 3x at sizes 1 and 0.001,
-#            kernels_lib's kernels 3x at size 1 (REPRO_ARGS adds arguments)
+#   repro    benchmarks/check_repro.py: the four collectives' references 3x at REPRO_SIZES (1 and
+#            0.001), kernels_lib's kernels 3x at REPRO_KERNEL_SIZES (1 and 0.001); REPRO_ARGS adds
+#            arguments to both (e.g. --graphs off)
+#   bench    kernels_lib/gpu_sweep.sh: kernels_lib's GPU checks and `pkagent bench-lib`, into $OUT/bench
 #   signals  SIGTERM, then SIGKILL, of a `pkagent check` whose candidate hangs: nvidia-smi must
 #            list no process on the GPUs 5 s later
 #   agent    examples/all_reduce_gpu/run.sh: a replayed agent run through sandbox and checker
@@ -105,9 +107,11 @@ sandbox_kill() {  # the keeper ends a sandboxed check's rank processes when its 
   fi
   if has repro; then
     echo "== reproducibility of the speedups"
-    python3 benchmarks/check_repro.py --runs 3 --sizes 1 0.001 --out "$OUT/check_repro_w$WORLD.md" ${REPRO_ARGS:-}
-    python3 benchmarks/check_repro.py --runs 3 --sizes 1 --kernels --only kernels_lib --out "$OUT/check_repro_kernels_w$WORLD.md" ${REPRO_ARGS:-}
+    python3 benchmarks/check_repro.py --runs 3 --sizes ${REPRO_SIZES:-1 0.001} --out "$OUT/check_repro_w$WORLD.md" ${REPRO_ARGS:-}
+    python3 benchmarks/check_repro.py --runs 3 --sizes ${REPRO_KERNEL_SIZES:-1 0.001} --kernels --only kernels_lib \
+      --out "$OUT/check_repro_kernels_w$WORLD.md" ${REPRO_ARGS:-}
   fi
+  if has bench; then echo "== kernels_lib: GPU checks and bench"; OUT="$OUT/bench" bash kernels_lib/gpu_sweep.sh 2>&1 | tail -60; fi
   if has signals; then
     echo "== a check ended by a signal while its candidate hangs"
     for sig in TERM KILL; do
