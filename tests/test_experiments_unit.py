@@ -135,7 +135,15 @@ def test_check_kernel_passes_the_samples_settings(monkeypatch, device, override,
         world_size=2,
         size=0.5,
         hardware="h200_2",
-        check={"trials": 3, "timeout_s": 60, "perf": True, "repeats": 4, "confine": "bwrap", "pass_env": ["HF_HOME"], "graphs": "off"},
+        check={
+            "trials": 3,
+            "timeout_s": 60,
+            "perf": True,
+            "repeats": 4,
+            "confine": "bwrap",
+            "pass_env": ["HF_HOME"],
+            "graphs": "off",
+        },
     )
     assert check_kernel(cfg, "/x/solution.py", pool, **override) == "verdict"
     ((candidate, problem, args, held, visible),) = calls
