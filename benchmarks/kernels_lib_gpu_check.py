@@ -120,6 +120,7 @@ def _check_trap(report: dict) -> None:
 CASES = [  # (problem, example module, keyword arguments of its solution)
     ("all_reduce", "all_reduce_one_shot", {}),
     ("all_reduce", "all_reduce_two_shot", {}),
+    ("all_reduce", "all_reduce", {}),  # by size: two-shot at the problem's size, one-shot at 1/64 and 1/4096
     ("all_gather", "all_gather", {}),
     ("all_gather", "all_gather", {"mechanism": "tma"}),
     ("reduce_scatter", "reduce_scatter", {}),

@@ -171,6 +171,7 @@ def _impls(op: str, size: int, rank: int, w: int):
     from kernels_lib.examples import (
         ag_gemm,
         all_gather,
+        all_reduce,
         all_reduce_one_shot,
         all_reduce_two_shot,
         all_to_all,
@@ -202,6 +203,7 @@ def _impls(op: str, size: int, rank: int, w: int):
             impls = [
                 ("kernels_lib one-shot", "ours", all_reduce_one_shot.solution, None),
                 ("kernels_lib two-shot", "ours", all_reduce_two_shot.solution, None),
+                ("kernels_lib by size", "ours", all_reduce.solution, None),
                 ("NCCL all_reduce (in place)", "nccl", lambda x: (dist.all_reduce(x), x)[1], nccl_sets),
                 (
                     "torch symm_mem one_shot_all_reduce",

@@ -170,7 +170,7 @@ def test_multimem_wrappers_compile(tmp_path, monkeypatch):
     assert kl.compile_cubin(src, name="mm").path.exists()
 
 
-@pytest.mark.parametrize("name", EXAMPLES + ["ag_gemm", "gemm_rs"])
+@pytest.mark.parametrize("name", EXAMPLES + ["all_reduce", "ag_gemm", "gemm_rs"])
 def test_examples_expose_the_problem_signature(name):
     import inspect
 
@@ -214,3 +214,20 @@ def test_sync_calls_refuse_bad_flags_and_old_style_epochs():
         sync.wait_peer(f, 1, 0)  # (flags, epoch, index): stream is keyword-only
     with pytest.raises(TypeError):
         sync.signal_peers(f, 1)  # (flags, epoch): base is keyword-only
+
+
+def test_all_reduce_picks_the_kernel_by_size(monkeypatch):
+    import torch
+
+    from kernels_lib.examples import all_reduce
+
+    monkeypatch.setattr(all_reduce, "world", lambda: (0, 2))
+    monkeypatch.setattr(all_reduce.all_reduce_one_shot, "solution", lambda x: "one-shot")
+    monkeypatch.setattr(all_reduce.all_reduce_two_shot, "solution", lambda x: "two-shot")
+    monkeypatch.setattr(all_reduce, "TWO_SHOT_BYTES", 4 << 20)
+    assert all_reduce.solution(torch.empty(1 << 20, dtype=torch.bfloat16)) == "one-shot"  # 2 MiB
+    assert all_reduce.solution(torch.empty(2 << 20, dtype=torch.bfloat16)) == "two-shot"  # 4 MiB
+    assert all_reduce.solution(torch.empty((2 << 20) + 8, dtype=torch.bfloat16)) == "one-shot"  # not a multiple of 16
+    code = "from kernels_lib.examples import all_reduce; print(all_reduce.TWO_SHOT_BYTES)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={"PK_AR_TWO_SHOT_BYTES": "12345", "PATH": "/usr/bin:/bin"})
+    assert r.stdout.strip() == "12345", r.stderr
