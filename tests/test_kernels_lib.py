@@ -231,3 +231,17 @@ def test_all_reduce_picks_the_kernel_by_size(monkeypatch):
     code = "from kernels_lib.examples import all_reduce; print(all_reduce.TWO_SHOT_BYTES)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={"PK_AR_TWO_SHOT_BYTES": "12345", "PATH": "/usr/bin:/bin"})
     assert r.stdout.strip() == "12345", r.stderr
+
+
+def test_two_shot_roles_fit_on_the_gpu(monkeypatch):
+    from kernels_lib.examples.all_reduce_two_shot import MAX_BLOCKS, roles
+
+    for w in (1, 2, 3, 8):
+        for c in (8, 1000, 2048 * 3 + 8, 1 << 20, 1 << 28):
+            tile, s, r, g = roles(c, w)
+            tiles = -(-c // tile)
+            assert tile % 8 == 0 and 1 <= r <= tiles and s + r + g <= MAX_BLOCKS
+            assert (s, g) == (0, 0) if w == 1 else (1 <= s <= (w - 1) * tiles and 1 <= g <= (w - 1) * tiles)
+    monkeypatch.setenv("PK_MAX_GATHERERS", "100")
+    with pytest.raises(ValueError, match="resident"):
+        roles(1 << 28, 2)
