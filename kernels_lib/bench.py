@@ -240,7 +240,8 @@ def _impls(op: str, size: int, rank: int, w: int):
                 return o
 
             impls = [
-                ("kernels_lib reduce_scatter", "ours", reduce_scatter.solution, None),
+                ("kernels_lib reduce_scatter (add)", "ours", lambda x: reduce_scatter.solution(x, "add"), None),
+                ("kernels_lib reduce_scatter (reg)", "ours", lambda x: reduce_scatter.solution(x, "reg"), None),
                 ("NCCL reduce_scatter_tensor", "nccl", lambda x: (dist.reduce_scatter_tensor(outs[0], x), outs[0])[1], None),
             ]
         else:
