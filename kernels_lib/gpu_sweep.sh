@@ -15,3 +15,13 @@ for cfg in ${SWEEP:-}; do
   echo "== PK_MAX_SENDERS=$s PK_MAX_RECEIVERS=$r" >> "$OUT/sweep.log"
   PK_MAX_SENDERS=$s PK_MAX_RECEIVERS=$r timeout 120 python3 -m kernels_lib.bench --ops ${SWEEP_OPS:-all_reduce} --out /tmp/sweep_$cfg 2>&1 | grep '^| [a-z_]* | [0-9]' >> "$OUT/sweep.log"
 done
+# Environment sweep: each word of ENV_SWEEP is one configuration, comma-separated VAR=value
+# settings, timed by the bench on ENV_SWEEP_OPS, e.g.
+#   ENV_SWEEP="PK_AG_TILE_KIB=64 PK_AG_TILE_KIB=256 PK_ALL_GATHER=tma,PK_AG_TMA_STAGES=2,PK_AG_TMA_CHUNK_KIB=64" ENV_SWEEP_OPS=all_gather
+# Knobs: PK_AG_TILE_KIB, PK_AG_TMA_STAGES, PK_AG_TMA_CHUNK_KIB, PK_ALL_GATHER (all_gather);
+# PK_AR_TWO_SHOT_BYTES (all_reduce by size); PK_MAX_GATHERERS (two-shot); PK_REDUCE_SCATTER;
+# PK_GEMM_RS_CHUNKS (gemm_rs); PK_MAX_SENDERS, PK_MAX_RECEIVERS (all of the push kernels).
+for cfg in ${ENV_SWEEP:-}; do
+  echo "== $cfg" >> "$OUT/sweep.log"
+  env ${cfg//,/ } timeout 120 python3 -m kernels_lib.bench --ops ${ENV_SWEEP_OPS:-all_gather} --out "/tmp/sweep_env_${cfg//[^A-Za-z0-9]/_}" 2>&1 | grep '^| [a-z_]* | [0-9]' >> "$OUT/sweep.log"
+done

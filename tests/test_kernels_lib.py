@@ -191,6 +191,26 @@ def test_plan_covers_the_message():
         tile, s, r = plan(nbytes)
         assert tile % 16 == 0 and 4096 <= tile <= 256 * 1024
         assert 1 <= s <= -(-nbytes // tile) and s + r <= 128
+    assert plan(1 << 20, tile=64 * 1024) == (64 * 1024, 16, 16)
+    with pytest.raises(ValueError, match="multiple of 16"):
+        plan(1 << 20, tile=1000)
+
+
+def test_gemm_rs_chunks_cover_the_rows():
+    from kernels_lib.examples.gemm_rs import chunk_rows
+
+    for m, chunks in ((4096, 4), (1024, 4), (256, 4), (384, 4), (100, 4), (4096, 1)):
+        rows = chunk_rows(m, chunks)
+        assert rows[0][0] == 0 and rows[-1][1] == m and all(a[1] == b[0] for a, b in zip(rows, rows[1:]))
+        assert 1 <= len(rows) <= chunks and (len(rows) == 1 or min(hi - lo for lo, hi in rows) >= 128)
+
+
+@needs_nvcc
+def test_all_gather_tma_ring_compiles_with_other_sizes(tmp_path, monkeypatch):
+    monkeypatch.setenv("PKAGENT_KERNEL_CACHE", str(tmp_path))
+    from kernels_lib.examples import all_gather
+
+    assert kl.compile_cubin(all_gather.SOURCE, ["-DSTAGES=3", "-DCHUNK_KIB=64"], name="ag_ring").path.exists()
 
 
 def test_sync_calls_refuse_bad_flags_and_old_style_epochs():

@@ -13,14 +13,17 @@ import kernels_lib as kl
 KIB = 1024
 
 
-def plan(nbytes: int, max_senders: int = 64, max_receivers: int = 64) -> tuple[int, int, int]:
+def plan(nbytes: int, max_senders: int = 64, max_receivers: int = 64, tile: int = 0) -> tuple[int, int, int]:
     """(tile bytes, sender blocks, receiver blocks) for moving nbytes per peer: tiles of 4 KiB to
-    256 KiB, about 64 of them at least, and no more blocks than tiles (senders + receivers <=
-    128 so that every block is resident at once, which the waits need). PK_MAX_SENDERS and
-    PK_MAX_RECEIVERS override the caps (for tuning sweeps)."""
+    256 KiB, about 64 of them at least (or `tile` bytes, a multiple of 16, where given), and no
+    more blocks than tiles (senders + receivers <= 128 so that every block is resident at once,
+    which the waits need). PK_MAX_SENDERS and PK_MAX_RECEIVERS override the caps (for tuning
+    sweeps)."""
     max_senders = int(os.environ.get("PK_MAX_SENDERS", max_senders))
     max_receivers = int(os.environ.get("PK_MAX_RECEIVERS", max_receivers))
-    tile = max(4 * KIB, min(256 * KIB, (nbytes // 64) // (4 * KIB) * (4 * KIB)))
+    if tile % 16 or tile < 0:
+        raise ValueError(f"plan: tile of {tile} bytes, not a positive multiple of 16")
+    tile = tile or max(4 * KIB, min(256 * KIB, (nbytes // 64) // (4 * KIB) * (4 * KIB)))
     tiles = -(-nbytes // tile)
     return tile, min(tiles, max_senders), min(tiles, max_receivers)
 
@@ -43,10 +46,11 @@ class Launch:
         block: int,
         smem: int = 0,
         module: str | None = None,
+        build_flags: tuple[str, ...] = (),
     ):
         from kernels_lib.build import _libcuda
 
-        self.kernel = kl.load(source, name=module or name).kernel(name)
+        self.kernel = kl.load(source, build_flags, name=module or name).kernel(name)
         self.epochs = torch.zeros(grid, dtype=torch.int32, device="cuda")  # launches done, per block
         self.x, self.out = ctypes.c_uint64(), ctypes.c_uint64()
         self.packed = self.kernel.pack([self.x, self.out, *fixed_before, self.epochs, *fixed_after])

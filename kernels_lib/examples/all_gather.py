@@ -3,7 +3,12 @@ tile, each tile followed by a flag; receiver SMs copy each peer's tile into plac
 arrives, and this rank's own shard (pk::split_grid: the two roles overlap).
 Two send mechanisms: 16-byte stores from all threads ("reg", the default), or TMA bulk copies
 issued by one thread per block through a ring of shared-memory stages ("tma").
-Link bytes per rank: (W-1) * n, the minimum. Candidate for eval/problems/all_gather.py."""
+Link bytes per rank: (W-1) * n, the minimum. Candidate for eval/problems/all_gather.py.
+
+Tuning (environment, read at import, for sweeps): PK_ALL_GATHER (mechanism), PK_AG_TILE_KIB
+(the tile: what a sender pushes between two flags, one flag per tile and peer; default from
+_common.plan, n/64 within 4..256 KiB), PK_AG_TMA_CHUNK_KIB and PK_AG_TMA_STAGES (the TMA ring,
+default 4 stages of 32 KiB), PK_MAX_SENDERS / PK_MAX_RECEIVERS (block counts, default 32 / 96)."""
 
 import ctypes
 import os
@@ -13,13 +18,20 @@ import torch
 import kernels_lib as kl
 from kernels_lib.examples._common import Launch, check_input, plan, world
 
-STAGES, CHUNK = 4, 32 * 1024  # TMA ring: 4 stages of 32 KiB
+STAGES = int(os.environ.get("PK_AG_TMA_STAGES", 4))  # TMA ring: STAGES stages of CHUNK bytes
+CHUNK = int(os.environ.get("PK_AG_TMA_CHUNK_KIB", 32)) * 1024
+TILE = int(os.environ.get("PK_AG_TILE_KIB", 0)) * 1024  # 0: from plan()
 
 SOURCE = r"""
 #include <pk/pk.cuh>
 using T = __nv_bfloat16;
-constexpr int STAGES = 4;
-constexpr unsigned CHUNK = 32 * 1024;
+#ifndef STAGES
+#define STAGES 4
+#endif
+#ifndef CHUNK_KIB
+#define CHUNK_KIB 32
+#endif
+constexpr unsigned CHUNK = CHUNK_KIB * 1024;
 
 // One tile of x (bytes at byte offset off) -> every peer's recv, by one thread with TMA.
 __device__ void send_tile_tma(const char* src, const pk::pbuf<T>& recv, size_t dst_off, unsigned bytes,
@@ -101,12 +113,14 @@ _STATE: dict = {}
 
 def _setup(n: int, mechanism: str) -> tuple:
     rank, w = world()
-    tile, senders, receivers = plan(2 * n, max_senders=32, max_receivers=96)
+    tile, senders, receivers = plan(2 * n, max_senders=32, max_receivers=96, tile=TILE)
     tile //= 2
     tiles = -(-n // tile)
     recv = kl.symm_buffer((2, w, n), torch.bfloat16, tag=f"all_gather:{mechanism}")  # one per epoch sequence
     flags = kl.flags(w * tiles, tag=f"all_gather:{n}:{mechanism}")
     smem = STAGES * CHUNK + 64 if mechanism == "tma" else 0
+    if mechanism == "tma" and (smem > 227 * 1024 or STAGES < 1 or CHUNK < 1024):
+        raise ValueError(f"all_gather: TMA ring of {STAGES} x {CHUNK} bytes does not fit in shared memory")
     launch = Launch(
         SOURCE,
         f"all_gather_{mechanism}",
@@ -116,6 +130,7 @@ def _setup(n: int, mechanism: str) -> tuple:
         512,
         smem,
         module="all_gather",
+        build_flags=(f"-DSTAGES={STAGES}", f"-DCHUNK_KIB={CHUNK // 1024}"),
     )
     return launch
 
