@@ -34,7 +34,8 @@ class Launch:
     (x, out, *fixed_before, epochs, *fixed_after): `epochs` is this launch's zeroed counter of
     one uint32 per block, for pk::block_epoch, so the epoch lives in device memory and a CUDA
     graph of calls stays correct when replayed. One Launch per configuration (grid, flags,
-    buffers): two Launch objects must never share a flags buffer."""
+    buffers): two Launch objects must never share a flags or receive buffer (two epoch sequences
+    in one buffer break the parity argument)."""
 
     def __init__(
         self,
@@ -52,6 +53,7 @@ class Launch:
 
         self.kernel = kl.load(source, build_flags, name=module or name).kernel(name)
         self.epochs = torch.zeros(grid, dtype=torch.int32, device="cuda")  # launches done, per block
+        torch.cuda.synchronize()  # zeroed before a launch on any stream reads it
         self.x, self.out = ctypes.c_uint64(), ctypes.c_uint64()
         self.packed = self.kernel.pack([self.x, self.out, *fixed_before, self.epochs, *fixed_after])
         self.grid, self.block, self.smem = grid, block, smem

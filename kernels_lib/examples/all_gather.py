@@ -111,14 +111,14 @@ MECHANISM = os.environ.get("PK_ALL_GATHER", "reg")  # "reg" or "tma"
 _STATE: dict = {}
 
 
-def _setup(n: int, mechanism: str) -> tuple:
+def _setup(n: int, mechanism: str) -> Launch:
     rank, w = world()
     tile, senders, receivers = plan(2 * n, max_senders=32, max_receivers=96, tile=TILE)
     tile //= 2
     tiles = -(-n // tile)
     recv = kl.symm_buffer((2, w, n), torch.bfloat16, tag=f"all_gather:{mechanism}")  # one per epoch sequence
     flags = kl.flags(w * tiles, tag=f"all_gather:{n}:{mechanism}")
-    smem = STAGES * CHUNK + 64 if mechanism == "tma" else 0
+    smem = STAGES * (CHUNK + 8) if mechanism == "tma" else 0  # the stages, then an mbarrier each
     if mechanism == "tma" and (smem > 227 * 1024 or STAGES < 1 or CHUNK < 1024):
         raise ValueError(f"all_gather: TMA ring of {STAGES} x {CHUNK} bytes does not fit in shared memory")
     launch = Launch(

@@ -54,7 +54,7 @@ extern "C" __global__ void __launch_bounds__(512) all_reduce_one_shot(
 _STATE: dict = {}
 
 
-def _setup(n: int) -> tuple:
+def _setup(n: int) -> Launch:
     rank, w = world()
     tile, senders, reducers = plan(2 * n, max_senders=32, max_receivers=96)  # measured: 32 senders fill the link
     tile //= 2  # elements

@@ -57,7 +57,7 @@ extern "C" __global__ void __launch_bounds__(512) all_to_all(
 _STATE: dict = {}
 
 
-def _setup(n: int) -> tuple:
+def _setup(n: int) -> Launch:
     rank, w = world()
     tile, _, _ = plan(2 * n)
     tile //= 2
