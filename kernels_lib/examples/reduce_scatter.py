@@ -140,7 +140,9 @@ def _setup(n: int, mechanism: str) -> Launch:
         recv = kl.symm_buffer((2, w, n), torch.bfloat16, tag="reduce_scatter")
         args = [recv.pbuf(), flags.pbuf(), ctypes.c_uint64(n), ctypes.c_uint32(tile)]
         return Launch(SOURCE, "reduce_scatter", args, [ctypes.c_int32(senders)], senders + receivers, 512, module="reduce_scatter")
-    senders = min(senders * (w - 1), 32) if w > 1 else 0
+    senders = senders if w > 1 else 0
+    if senders + receivers > 132:  # every block resident at once: the owners wait for the peers' senders
+        raise ValueError(f"reduce_scatter: {senders}+{receivers} blocks; at most 132 can all be resident")
     acc = kl.symm_buffer((n,), torch.bfloat16, tag="reduce_scatter:add")
     args = [acc.pbuf(), flags.pbuf(), ctypes.c_uint64(n), ctypes.c_uint32(tile)]
     smem = STAGES * CHUNK + 64
