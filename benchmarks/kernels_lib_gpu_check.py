@@ -123,6 +123,7 @@ CASES = [  # (problem, example module, keyword arguments of its solution)
     ("all_reduce", "all_reduce", {}),  # by size: two-shot at the problem's size, one-shot at 1/64 and 1/4096
     ("all_gather", "all_gather", {}),
     ("all_gather", "all_gather", {"mechanism": "tma"}),
+    ("all_gather", "all_gather", {"mechanism": "tma", "tile_kib": 12}),  # a tile that divides no size, under a TMA chunk
     ("reduce_scatter", "reduce_scatter", {}),  # "add": TMA store-add at the owner
     ("reduce_scatter", "reduce_scatter", {"mechanism": "reg"}),
     ("all_to_all", "all_to_all", {}),

@@ -111,13 +111,14 @@ MECHANISM = os.environ.get("PK_ALL_GATHER", "reg")  # "reg" or "tma"
 _STATE: dict = {}
 
 
-def _setup(n: int, mechanism: str) -> Launch:
+def _setup(n: int, mechanism: str, tile_bytes: int) -> Launch:
     rank, w = world()
-    tile, senders, receivers = plan(2 * n, max_senders=32, max_receivers=96, tile=TILE)
+    tile, senders, receivers = plan(2 * n, max_senders=32, max_receivers=96, tile=tile_bytes)
     tile //= 2
     tiles = -(-n // tile)
-    recv = kl.symm_buffer((2, w, n), torch.bfloat16, tag=f"all_gather:{mechanism}")  # one per epoch sequence
-    flags = kl.flags(w * tiles, tag=f"all_gather:{n}:{mechanism}")
+    # one receive buffer and one flags buffer per launch configuration (epoch sequence)
+    recv = kl.symm_buffer((2, w, n), torch.bfloat16, tag=f"all_gather:{mechanism}:{tile}")
+    flags = kl.flags(w * tiles, tag=f"all_gather:{n}:{mechanism}:{tile}")
     smem = STAGES * (CHUNK + 8) if mechanism == "tma" else 0  # the stages, then an mbarrier each
     if mechanism == "tma" and (smem > 227 * 1024 or STAGES < 1 or CHUNK < 1024):
         raise ValueError(f"all_gather: TMA ring of {STAGES} x {CHUNK} bytes does not fit in shared memory")
@@ -135,11 +136,14 @@ def _setup(n: int, mechanism: str) -> Launch:
     return launch
 
 
-def solution(x: torch.Tensor, mechanism: str | None = None) -> torch.Tensor:
+def solution(x: torch.Tensor, mechanism: str | None = None, tile_kib: int | None = None) -> torch.Tensor:
+    """mechanism: "reg" or "tma" (default PK_ALL_GATHER); tile_kib: the tile (default PK_AG_TILE_KIB)."""
     x = check_input(x, 8)
     mech = mechanism or MECHANISM
-    key = (x.numel(), mech)
-    launch = _STATE.get(key) or _STATE.setdefault(key, _setup(x.numel(), mech))
+    if mech not in ("reg", "tma"):
+        raise ValueError(f"all_gather: mechanism {mech!r}, expected 'reg' or 'tma'")
+    key = (x.numel(), mech, TILE if tile_kib is None else tile_kib * 1024)
+    launch = _STATE.get(key) or _STATE.setdefault(key, _setup(*key))
     rank, w = world()
     out = torch.empty(w * x.numel(), dtype=x.dtype, device=x.device)
     launch(x, out)
