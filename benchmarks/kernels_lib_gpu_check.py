@@ -159,6 +159,7 @@ def _graph_trials(prob, solve, rank: int, w: int, size: float, trials: list, cal
     torch's docs ask), replayed `replays` times with the inputs refilled in place before each
     replay (every output checked after each), then two eager calls on fresh inputs."""
     import torch
+    import torch.distributed as dist
 
     inputs = prob.make_inputs(rank, w, 10, device="cuda", size=size)
     warm = torch.cuda.Stream()
@@ -167,9 +168,16 @@ def _graph_trials(prob, solve, rank: int, w: int, size: float, trials: list, cal
         solve(*inputs)
     torch.cuda.current_stream().wait_stream(warm)
     torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, capture_error_mode="thread_local"):  # as the bench and the checker: NCCL's watchdog thread runs
-        outs = [solve(*inputs) for _ in range(calls)]
+    graph, err = torch.cuda.CUDAGraph(), None
+    try:
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):  # as the bench: NCCL's watchdog thread runs
+            outs = [solve(*inputs) for _ in range(calls)]
+    except Exception as ex:  # every rank learns of it, so that none replays and waits for the others
+        err = f"capture: {type(ex).__name__}: {ex}"
+    bad = torch.tensor([0.0 if err is None else 1.0], device="cuda")
+    dist.all_reduce(bad, op=dist.ReduceOp.MAX)
+    if bad.item():
+        raise RuntimeError(err or "another rank could not capture")
     for r in range(replays):
         fresh = prob.make_inputs(rank, w, 20 + r, device="cuda", size=size)
         for t, f in zip(inputs, fresh):
