@@ -249,7 +249,12 @@ def test_all_reduce_picks_the_kernel_by_size(monkeypatch):
     assert all_reduce.solution(torch.empty(2 << 20, dtype=torch.bfloat16)) == "two-shot"  # 4 MiB
     assert all_reduce.solution(torch.empty((2 << 20) + 8, dtype=torch.bfloat16)) == "one-shot"  # not a multiple of 16
     code = "from kernels_lib.examples import all_reduce; print(all_reduce.TWO_SHOT_BYTES)"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={"PK_AR_TWO_SHOT_BYTES": "12345", "PATH": "/usr/bin:/bin"})
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={"PK_AR_TWO_SHOT_BYTES": "12345", "PATH": "/usr/bin:/bin"},
+    )
     assert r.stdout.strip() == "12345", r.stderr
 
 
@@ -265,3 +270,150 @@ def test_two_shot_roles_fit_on_the_gpu(monkeypatch):
     monkeypatch.setenv("PK_MAX_GATHERERS", "100")
     with pytest.raises(ValueError, match="resident"):
         roles(1 << 28, 2)
+
+
+class _FakeRanks:
+    """W ranks as threads of this process, for the stream-ordered examples (ag_gemm, gemm_rs) on
+    the CPU: symmetric buffers are W CPU tensors; kernels_lib.sync's signal and wait follow its
+    rule (the k-th signal into a flag stores k, the k-th wait on it blocks until the flag is >= k);
+    the copy engine is a memmove. Checks the orchestration: flag indices, counts per round, slots."""
+
+    def __init__(self, monkeypatch, module, w: int):
+        import threading
+
+        import torch
+
+        import kernels_lib
+        from kernels_lib import sync
+
+        self.w, self.local, self.cond = w, threading.local(), threading.Condition()
+        self.buffers, self.flag_values, self.counts = {}, {}, {}
+        state: dict = {}
+
+        class PerRank:  # each rank's own _STATE
+            def get(_, key):
+                return state.get((self.rank, key))
+
+            def setdefault(_, key, value):
+                return state.setdefault((self.rank, key), value)
+
+        class Handle:
+            def __init__(self, tensors):
+                self.tensors = tensors
+
+            def get_buffer(self, r, shape, dtype, offset):
+                n = 1
+                for s in shape:
+                    n *= s
+                return self.tensors[r].view(-1)[offset : offset + n].view(shape)
+
+        def symm_buffer(shape, dtype, group=None, tag="", zero=False):
+            key = (tuple(shape), dtype, tag)
+            with self.cond:
+                if key not in self.buffers:
+                    self.buffers[key] = [torch.zeros(shape, dtype=dtype) for _ in range(w)]
+            ts = self.buffers[key]
+            return kernels_lib.SymmBuffer(ts[self.rank], Handle(ts), tag, self.rank, w, [t.data_ptr() for t in ts], [0] * w)
+
+        def signal(f, to, index):
+            with self.cond:
+                k = self.counts[("sent", self.rank, to, f.group_name, index)] = (
+                    self.counts.get(("sent", self.rank, to, f.group_name, index), 0) + 1
+                )
+                self.flag_values[(to, f.group_name, index)] = k
+                self.cond.notify_all()
+
+        def wait(f, index):
+            with self.cond:
+                key = ("waited", self.rank, f.group_name, index)
+                k = self.counts[key] = self.counts.get(key, 0) + 1
+                assert self.cond.wait_for(lambda: self.flag_values.get((self.rank, f.group_name, index), 0) >= k, timeout=20), (
+                    f"rank {self.rank} waits forever on flag {index} of {f.group_name} (wait {k})"
+                )
+
+        class Stream:
+            cuda_stream = 0
+
+            def wait_stream(self, other):
+                pass
+
+        monkeypatch.setattr(module, "world", lambda: (self.rank, w))
+        monkeypatch.setattr(module, "_STATE", PerRank())
+        monkeypatch.setattr(kernels_lib, "symm_buffer", symm_buffer)
+        monkeypatch.setattr(
+            kernels_lib, "flags", lambda n, group=None, tag="": symm_buffer((n,), torch.int32, group, "flags:" + tag)
+        )
+        monkeypatch.setattr(kernels_lib, "copy_engine", lambda dst, src, nbytes, stream=None: ctypes.memmove(dst, src, nbytes))
+        monkeypatch.setattr(torch.cuda, "Stream", Stream)
+        monkeypatch.setattr(torch.cuda, "current_stream", Stream)
+        monkeypatch.setattr(
+            sync, "signal_peer", lambda f, to, index=None, *, stream=None: signal(f, to, f.rank if index is None else index)
+        )
+        monkeypatch.setattr(sync, "wait_peer", lambda f, index, *, stream=None, timeout_ns=0: wait(f, index))
+        monkeypatch.setattr(
+            sync,
+            "signal_peers",
+            lambda f, *, base=0, stream=None: [signal(f, (f.rank + i) % w, base + f.rank) for i in range(1, w)],
+        )
+        monkeypatch.setattr(
+            sync,
+            "wait_peers",
+            lambda f, *, base=0, stream=None, timeout_ns=0: [wait(f, base + (f.rank + i) % w) for i in range(1, w)],
+        )
+
+    @property
+    def rank(self) -> int:
+        return self.local.rank
+
+    def run(self, fn) -> list:
+        """fn(rank) on every rank at once; its results by rank (a failure on any rank raises)."""
+        import threading
+
+        results, errors = [None] * self.w, []
+
+        def body(r):
+            self.local.rank = r
+            try:
+                results[r] = fn(r)
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=body, args=(r,)) for r in range(self.w)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not errors, errors
+        return results
+
+
+@pytest.mark.parametrize("w", [2, 3])
+@pytest.mark.parametrize("name", ["ag_gemm", "gemm_rs"])
+def test_stream_ordered_examples_over_several_calls(name, w, monkeypatch):
+    """Each rank calls solution() 4 times (both slots, twice) with fresh inputs; every output
+    matches the math, and every flag gets as many signals as waits (plus the slots' releases)."""
+    import torch
+
+    module = importlib.import_module(f"kernels_lib.examples.{name}")
+    ranks = _FakeRanks(monkeypatch, module, w)
+    m, k, n = 384, 64, 32  # gemm_rs: 3 row chunks of 128 per rank
+    for call in range(4):
+        g = torch.Generator().manual_seed(call)
+        if name == "ag_gemm":
+            shards = [torch.randn(m, k, generator=g).to(torch.bfloat16) for _ in range(w)]
+            b = torch.randn(k, n, generator=g).to(torch.bfloat16)
+            want = [torch.cat(shards).float() @ b.float()] * w
+            got = ranks.run(lambda r, shards=shards, b=b: module.solution(shards[r], b))
+        else:
+            full = [torch.randn(w * m, k, generator=g).to(torch.bfloat16) for _ in range(w)]
+            b = torch.randn(k, n, generator=g).to(torch.bfloat16)
+            total = sum(a.float() @ b.float() for a in full)
+            want = [total[r * m : (r + 1) * m] for r in range(w)]
+            got = ranks.run(lambda r, full=full, b=b: module.solution(full[r], b))
+        for r in range(w):
+            assert got[r].shape == want[r].shape
+            assert torch.allclose(got[r].float(), want[r], atol=0.5, rtol=0.05), (call, r)
+    sent = {key[2:]: v for key, v in ranks.counts.items() if key[0] == "sent"}
+    waited = {(key[1], *key[2:]): v for key, v in ranks.counts.items() if key[0] == "waited"}
+    assert set(waited) <= set(sent)
+    assert all(sent[key] - waited.get(key, 0) in (0, 1) for key in sent)  # 1: a slot released ahead

@@ -139,14 +139,18 @@ def _setup(n: int, mechanism: str) -> Launch:
     if mechanism == "reg":
         recv = kl.symm_buffer((2, w, n), torch.bfloat16, tag="reduce_scatter")
         args = [recv.pbuf(), flags.pbuf(), ctypes.c_uint64(n), ctypes.c_uint32(tile)]
-        return Launch(SOURCE, "reduce_scatter", args, [ctypes.c_int32(senders)], senders + receivers, 512, module="reduce_scatter")
+        return Launch(
+            SOURCE, "reduce_scatter", args, [ctypes.c_int32(senders)], senders + receivers, 512, module="reduce_scatter"
+        )
     senders = senders if w > 1 else 0
     if senders + receivers > 132:  # every block resident at once: the owners wait for the peers' senders
         raise ValueError(f"reduce_scatter: {senders}+{receivers} blocks; at most 132 can all be resident")
     acc = kl.symm_buffer((n,), torch.bfloat16, tag="reduce_scatter:add")
     args = [acc.pbuf(), flags.pbuf(), ctypes.c_uint64(n), ctypes.c_uint32(tile)]
     smem = STAGES * CHUNK + 64
-    return Launch(SOURCE, "reduce_scatter_add", args, [ctypes.c_int32(receivers)], receivers + senders, 512, smem, "reduce_scatter")
+    return Launch(
+        SOURCE, "reduce_scatter_add", args, [ctypes.c_int32(receivers)], receivers + senders, 512, smem, "reduce_scatter"
+    )
 
 
 def solution(x: torch.Tensor, mechanism: str | None = None) -> torch.Tensor:
