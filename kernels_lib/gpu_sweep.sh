@@ -6,7 +6,7 @@ export PYTHONPATH=. PYTHONUNBUFFERED=1 PKAGENT_KERNEL_CACHE=/tmp/pk_kernel_cache
 OUT=${OUT:-/tmp/pk_out}; mkdir -p "$OUT"
 { nvidia-smi topo -m; python3 -c 'import torch; print(torch.__version__, torch.cuda.device_count())'; } > "$OUT/machine.txt" 2>&1
 if [ "${SKIP_CHECK:-0}" != 1 ]; then
-  timeout "${CHECK_TIMEOUT:-480}" python3 benchmarks/kernels_lib_gpu_check.py --out "$OUT" 2>&1 | tee "$OUT/gpu_check.log"
+  timeout "${CHECK_TIMEOUT:-360}" python3 benchmarks/kernels_lib_gpu_check.py --out "$OUT" 2>&1 | tee "$OUT/gpu_check.log"
 fi
 timeout "${BENCH_TIMEOUT:-300}" python3 -m kernels_lib.bench --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
 # Block-count sweep of the all-reduce kernels (senders, receivers caps), summary lines only.
