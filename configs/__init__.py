@@ -45,6 +45,14 @@ class HardwareProfile(Strict):
     bf16_tflops: float = Field(gt=0, description="measured dense bf16 matrix rate")
     bf16_peak_tflops: float = Field(gt=0)
     multicast: bool = Field(description="NVSwitch multicast (NVLS) exists on this machine")
+    check_repro_pct: float | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "how far one check's speedup can move from the next check's of the same candidate on this machine, "
+            "measured by benchmarks/check_repro.py: every reported interval is at least this wide on each side"
+        ),
+    )
     source: str = Field(description="where the numbers come from")
 
 

@@ -52,6 +52,10 @@ def report_lines(r) -> list[str]:
                 f"  speedup {p.speedup:.3f}x (95 % interval {lo:.3f} - {hi:.3f} over {p.pairs} interleaved pairs; "
                 f"{p.verified_calls} timed calls' outputs checked)"
             )
+            if p.check_repro_pct:
+                lines.append(
+                    f"  the interval is at least ±{p.check_repro_pct:g} %: the run-to-run spread measured on {p.hardware}"
+                )
             if lo <= 1 <= hi:
                 lines.append("  the interval contains 1.0: too close to call a winner (more pairs: --time-budget)")
         else:

@@ -46,7 +46,8 @@ class Perf(BaseModel):
     reference: Timing
     candidate: Timing
     speedup: float  # median over interleaved pairs of (reference batch time / candidate batch time)
-    speedup_ci: tuple[float, float] | None = None  # 95 % bootstrap interval of that median
+    speedup_ci: tuple[float, float] | None = None  # 95 % bootstrap interval of that median, widened to check_repro_pct
+    check_repro_pct: float | None = None  # the hardware profile's measured run-to-run spread (each side), if any
     pairs: int = 0  # (reference batch, candidate batch) pairs timed, in alternating order
     verified_calls: int = 0  # timed calls whose output was checked against the reference
     timing_s: float = 0.0  # wall seconds of warm-up and timing

@@ -226,3 +226,21 @@ def test_parallelkernelbench_listing():
     )
     assert out.returncode == 0, out.stderr
     assert [p["id"] for p in json.loads(out.stdout)] == ["1_all_reduce_sum", "2_allgather_linear"]
+
+
+def test_interval_at_least_the_measured_run_to_run_spread():
+    # One run's pairs cannot see how the next run's processes land: on CUDA the interval is at
+    # least the hardware profile's measured spread wide; a wider bootstrap interval is kept.
+    import configs
+    from eval.check import _perf
+    from eval.problem import load_problem
+
+    spread = configs.load_hardware("h200_2").check_repro_pct
+    timed = dict(calls=10, ref_ms=[1.0] * 10, cand_ms=[0.5] * 10, ref_host=0.1, cand_host=0.1, speedup=2.0, verified=10)
+    timed.update(pairs=10, seconds=1.0, ci=[1.999, 2.001])
+    perf, impossible = _perf(load_problem("all_reduce"), timed, 2, 1.0, "cuda", "h200_2")
+    assert impossible is None and perf.check_repro_pct == spread > 0
+    assert perf.speedup_ci == pytest.approx((2.0 / (1 + spread / 100), 2.0 * (1 + spread / 100)))
+    timed["ci"] = [1.5, 2.5]
+    assert _perf(load_problem("all_reduce"), timed, 2, 1.0, "cuda", "h200_2")[0].speedup_ci == (1.5, 2.5)
+    assert _perf(load_problem("all_reduce"), timed | {"ci": [1.99, 2.01]}, 2, 1.0, "cpu", "h200_2")[0].speedup_ci == (1.99, 2.01)
