@@ -35,6 +35,7 @@ from eval.problem import load_problem  # noqa: E402
 
 COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]
 KERNELS = {
+    "all_reduce": "all_reduce",
     "all_reduce_one_shot": "all_reduce",
     "all_reduce_two_shot": "all_reduce",
     "all_gather": "all_gather",

@@ -63,7 +63,7 @@ sandbox_kill() {  # the keeper ends a sandboxed check's rank processes when its 
   if has tests; then echo "== GPU checker tests"; python3 -m pytest -q -p no:cacheprovider tests/test_check_gpu.py 2>&1 | tail -30; fi
   if has kernels; then
     echo "== kernels_lib reference kernels through the checker"
-    for pair in all_reduce_one_shot:all_reduce all_reduce_two_shot:all_reduce all_gather:all_gather reduce_scatter:reduce_scatter \
+    for pair in all_reduce:all_reduce all_reduce_one_shot:all_reduce all_reduce_two_shot:all_reduce all_gather:all_gather reduce_scatter:reduce_scatter \
                 all_to_all:all_to_all ag_gemm:ag_gemm gemm_rs:gemm_rs; do
       f=${pair%%:*}; p=${pair#*:}
       pkagent check "kernels_lib/examples/$f.py" --problem "$p" --world-size "$WORLD" --perf --timeout 120 > /tmp/k_$f.log 2>&1
