@@ -136,6 +136,7 @@ class Judge:
         self.rng = random.Random(spec["secret"])  # the same draws on every judge; the runners never see it
         self.budget, self.out_bytes = 0, 0  # bytes a message from the runner may carry, set from the references
         self.graph: Any = None  # the reference's captured batch, when both sides time graphs
+        self.replays = 1  # replays of the captured batch per timed batch
         self.soft_failure = ""
         self.graph_copies: list[Any] = []
 
@@ -311,11 +312,15 @@ class Judge:
         k, fn, outs = len(copies), self.problem.reference, []
         dist.barrier()
         sync(self.device)
+        # The runner's GPU context ran last, as the judge's did before a candidate batch: both
+        # sides' batches start with the same switch between the two processes' contexts.
+        self.ask({"op": "touch"}, "touched", 0)
         t0 = time.perf_counter()
         for c, draw in zip(copies, draws):
             tweak(c, draw)
         if graph is not None:
-            graph.replay()
+            for _ in range(self.replays):
+                graph.replay()
         else:
             for i in range(calls):
                 outs.append(fn(*copies[i % k]))
@@ -323,7 +328,7 @@ class Judge:
         sync(self.device)
         self.ask({"op": "ping"}, "pong", 0)  # the same round trip a candidate batch pays
         t2 = time.perf_counter()
-        return (t2 - t0) / calls, (t1 - t0) / (t2 - t0)
+        return (t2 - t0) / (calls * self.replays), (t1 - t0) / (t2 - t0)
 
     def cand_batch(self, calls: int) -> tuple[float, float, tuple[list[int], list]]:
         seeds, draws = self.batch_plan()
@@ -332,7 +337,7 @@ class Judge:
         dist.barrier()
         sync(self.device)
         t0 = time.perf_counter()
-        head, _ = self.ask({"op": "go", "calls": calls, "draws": draws, "graph": graph}, "done", 0)
+        head, _ = self.ask({"op": "go", "calls": calls, "draws": draws, "graph": graph, "replays": self.replays}, "done", 0)
         wall = time.perf_counter() - t0
         loop_s, enq_s = head.get("loop_s"), head.get("enqueue_s")
         if not (
@@ -344,7 +349,7 @@ class Judge:
                 f"the candidate's process reported a timed loop of {shown} where the "
                 f"judge's clock saw {wall * 1e3:.3f} ms (a forged or tampered clock)",
             )
-        return wall / calls, (enq_s / loop_s if loop_s > 0 else 0.0), (seeds, draws)
+        return wall / (calls * self.replays), (enq_s / loop_s if loop_s > 0 else 0.0), (seeds, draws)
 
     def verify(self, calls: int, plan: tuple[list[int], list], batch: int, soft: bool = False) -> bool:
         """Check the output of one call of the last candidate batch, drawn after the batch.
@@ -449,8 +454,8 @@ class Judge:
         if mode == "on" or (mode == "auto" and max(host) > GRAPH_HOST_FRACTION):
             why_not = self.capture(calls)
             for _ in range(3 if not why_not else 0):  # replays until warm, both sides
-                self.ref_batch(calls)
-                _, _, plan = self.cand_batch(calls)
+                r, _ = self.ref_batch(calls)
+                c, _, plan = self.cand_batch(calls)
                 self.soft_failure = ""
                 self.verify(calls, plan, -1, soft=True)
                 if self.agree_max(float(bool(self.soft_failure)))[0]:
@@ -461,6 +466,13 @@ class Judge:
                         f" ({self.soft_failure[:300]})" if self.soft_failure else " on another rank"
                     )
                     break
+            if self.graph is not None and not self.mutating:
+                # replays per batch, so that a batch still takes about batch_s: a graph's calls are
+                # far shorter than the calls it was sized on, and each batch's fixed costs (round
+                # trip, context switch) must stay small beside it. Inputs the reference changes
+                # would change from one replay to the next: there, one replay a batch.
+                per = max(self.agree_max(r, c)) * calls
+                self.replays = int(self.agree_max(float(max(1, min(1000, math.ceil(spec["batch_s"] / max(per, 1e-7))))))[0])
         elif mode == "auto":
             why_not = f"not host-bound ({max(host):.0%} of a batch spent issuing calls)"
         else:
@@ -495,7 +507,7 @@ class Judge:
         med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
         self.chan.send(
             "timed",
-            calls=calls,
+            calls=calls * self.replays,
             ref_ms=ref_ms,
             cand_ms=cand_ms,
             speedup=est,

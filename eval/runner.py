@@ -15,7 +15,9 @@ side (eval/judge.py); what it offers is the service an honest candidate needs:
 - `capture`: the batch's calls captured once as a CUDA graph over input copies that `prepare`
   then refills in place, so that `go` replays it (for calls bound by the host: no Python runs
   while the graph is timed);
-- `ping`: an empty round trip (the judge times the reference with one too, so both sides pay it).
+- `ping`: an empty round trip (the judge times the reference with one too, so both sides pay it);
+  `touch`: one GPU operation here before a reference batch (each side's batch then starts with
+  the same switch between the two processes' GPU contexts).
 """
 
 from __future__ import annotations
@@ -283,7 +285,8 @@ class Runner:
         for c, draw in zip(copies, head["draws"]):
             tweak(c, draw)
         if graph is not None:
-            graph.replay()
+            for _ in range(max(1, int(head.get("replays", 1)))):
+                graph.replay()
             outs = self.graph_outs
         else:
             for i in range(head["calls"]):
@@ -293,6 +296,13 @@ class Runner:
         t2 = time.perf_counter()
         self.outs = outs
         self.send({"op": "done", "enqueue_s": t1 - t0, "loop_s": t2 - t0})
+
+    def touch(self, head: dict) -> None:
+        """A GPU operation in this process, so that its context is the last one the GPU ran."""
+        if self.device.type == "cuda":
+            torch.ones(1, device=self.device).add_(1)
+            sync(self.device)
+        self.send({"op": "touched"})
 
     def aliases(self, head: dict) -> None:
         """The calls of the last batch whose output no later call overwrote: neither a buffer
@@ -327,6 +337,7 @@ class Runner:
             "aliases": self.aliases,
             "output": self.output,
             "ping": lambda h: self.send({"op": "pong"}),
+            "touch": self.touch,
         }
         while True:
             head, _ = wire.recv(self.sock)
