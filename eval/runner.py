@@ -272,7 +272,8 @@ class Runner:
         try:
             self.graph, self.graph_outs = capture_calls(self.solution, self.copies, head["calls"], self.device)
         except Exception as e:  # noqa: BLE001 - an honest candidate may simply not be capturable
-            why = f"{type(e).__name__}: {str(e)[:300]}"
+            root = e.__context__ or e  # the error inside the capture, not the one ending it
+            why = f"{type(root).__name__}: {str(root).strip()[:300]}"
         self.send({"op": "captured", "why": why})
 
     def go(self, head: dict) -> None:
