@@ -53,6 +53,9 @@ class HardwareProfile(Strict):
             "measured by benchmarks/check_repro.py: every reported interval is at least this wide on each side"
         ),
     )
+    check_repro_graphs_pct: float | None = Field(
+        default=None, ge=0, description="the same for checks whose calls were timed as CUDA-graph replays"
+    )
     source: str = Field(description="where the numbers come from")
 
 

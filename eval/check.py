@@ -108,10 +108,11 @@ def _perf(problem, timed: dict, world_size: int, size: float, device: str, hardw
     import configs
 
     hw = configs.load_hardware(hardware)
-    if hw.check_repro_pct:  # what one run's pairs cannot see: the next run's process lands elsewhere
-        f = 1 + hw.check_repro_pct / 100
+    spread = hw.check_repro_graphs_pct if perf.graphs else hw.check_repro_pct
+    if spread:  # what one run's pairs cannot see: the next run's processes land elsewhere
+        f = 1 + spread / 100
         perf.speedup_ci = (min(lo, perf.speedup / f), max(hi, perf.speedup * f))
-        perf.check_repro_pct = hw.check_repro_pct
+        perf.check_repro_pct = spread
         perf.hardware = hw.name
     if problem.roofline is not None:
         roof = problem.roofline(world_size, size)

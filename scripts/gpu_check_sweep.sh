@@ -14,6 +14,9 @@
 #            0.001), kernels_lib's kernels 3x at REPRO_KERNEL_SIZES (1 and 0.001); REPRO_ARGS adds
 #            arguments to both (e.g. --graphs off)
 #   bench    kernels_lib/gpu_sweep.sh: kernels_lib's GPU checks and `pkagent bench-lib`, into $OUT/bench
+#   one_gpu  what one GPU can show (world size 1, the collectives as the identity): the CUDA-graph
+#            candidates through the checker, then check_repro's references (graphs auto, then off)
+#            and kernels_lib's kernels
 #   signals  SIGTERM, then SIGKILL, of a `pkagent check` whose candidate hangs: nvidia-smi must
 #            list no process on the GPUs 5 s later
 #   agent    examples/all_reduce_gpu/run.sh: a replayed agent run through sandbox and checker
@@ -110,6 +113,23 @@ sandbox_kill() {  # the keeper ends a sandboxed check's rank processes when its 
     python3 benchmarks/check_repro.py --runs 3 --sizes ${REPRO_SIZES:-1 0.001} --out "$OUT/check_repro_w$WORLD.md" ${REPRO_ARGS:-}
     python3 benchmarks/check_repro.py --runs 3 --sizes ${REPRO_KERNEL_SIZES:-1 0.001} --kernels --only kernels_lib \
       --out "$OUT/check_repro_kernels_w$WORLD.md" ${REPRO_ARGS:-}
+  fi
+  if has one_gpu; then
+    echo "== one GPU: the checker's CUDA-graph path and the host's share of the spread"
+    python3 - <<'PY'
+import sys
+sys.path.insert(0, "benchmarks")
+from check_repro import one_rank
+one_rank()
+from eval.check import check
+for name, graphs in [("honest", "auto"), ("not_capturable", "on"), ("stale_when_captured", "on"), ("stale_after_replays", "on")]:
+    r = check(f"tests/candidates/{name}.py", "all_reduce", world_size=1, device="cuda", size=0.001, trials=3, perf=True, graphs=graphs)
+    p = r.perf
+    print(f"{name}: {r.status} {r.message[:160]!r}", "" if p is None else f"graphs {p.graphs} {p.graphs_note[:160]!r} speedup {p.speedup:.3f}")
+PY
+    python3 benchmarks/check_repro.py --world-size 1 --runs 3 --sizes 0.001 1 --out "$OUT/repro_w1_auto.md"
+    python3 benchmarks/check_repro.py --world-size 1 --runs 3 --sizes 0.001 --graphs off --out "$OUT/repro_w1_off.md"
+    python3 benchmarks/check_repro.py --world-size 1 --runs 3 --sizes 0.001 --kernels --only kernels_lib --out "$OUT/repro_kernels_w1.md"
   fi
   if has bench; then echo "== kernels_lib: GPU checks and bench"; OUT="$OUT/bench" bash kernels_lib/gpu_sweep.sh 2>&1 | tail -60; fi
   if has signals; then

@@ -244,3 +244,6 @@ def test_interval_at_least_the_measured_run_to_run_spread():
     timed["ci"] = [1.5, 2.5]
     assert _perf(load_problem("all_reduce"), timed, 2, 1.0, "cuda", "h200_2")[0].speedup_ci == (1.5, 2.5)
     assert _perf(load_problem("all_reduce"), timed | {"ci": [1.99, 2.01]}, 2, 1.0, "cpu", "h200_2")[0].speedup_ci == (1.99, 2.01)
+    graphs = configs.load_hardware("h200_2").check_repro_graphs_pct
+    perf = _perf(load_problem("all_reduce"), timed | {"ci": [1.99, 2.01], "graphs": True}, 2, 1.0, "cuda", "h200_2")[0]
+    assert perf.check_repro_pct == graphs and perf.speedup_ci[1] == pytest.approx(2.0 * (1 + graphs / 100))
