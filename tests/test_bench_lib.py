@@ -35,3 +35,10 @@ def test_bandwidth_floor_and_uncaptured():
     rows = [row("mine", "ours", 200.0, op="all_gather", size=64 * MIB, graph_error="RuntimeError: nope", busbw_GBps=335.0)]
     line = ours_line(rows)
     assert "not captured: RuntimeError: nope" in line and line.endswith("| >= 340 GB/s | no (eager) |")
+
+
+def test_floors_only_at_their_world_size():
+    rows = [row("mine", "ours", 6.0, 2.0, graph_correct=True, world=1)]
+    assert ours_line(rows).endswith("|  |  |")  # one GPU: no floor, nothing judged
+    rows[0]["world"] = 2
+    assert ours_line(rows).endswith("| <= 8 us, < torch | no |")  # no torch op in the same run: not shown faster
