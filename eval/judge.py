@@ -416,6 +416,39 @@ class Judge:
             return why or "another rank could not capture its calls"
         return ""
 
+    def use_graphs(self, calls: int, host: list[float]) -> str:
+        """Capture both sides' batches as CUDA graphs where the mode asks for it ("on", or "auto"
+        where either side spent most of its warm-up batch issuing calls), warm the replays up and
+        size the batches; '' when the timed pairs will replay graphs, else why not."""
+        mode = self.spec.get("graphs", "off") if self.device.type == "cuda" else "off"
+        if mode == "off":
+            return "off" if self.device.type == "cuda" else "not on CUDA"
+        if mode == "auto" and max(host) <= GRAPH_HOST_FRACTION:
+            return f"not host-bound ({max(host):.0%} of a batch spent issuing calls)"
+        why_not = self.capture(calls)
+        if why_not:
+            return why_not
+        for _ in range(3):  # replays until warm, both sides, each checked
+            r, _ = self.ref_batch(calls)
+            c, _, plan = self.cand_batch(calls)
+            self.soft_failure = ""
+            self.verify(calls, plan, -1, soft=True)
+            if self.agree_max(float(bool(self.soft_failure)))[0]:
+                # right when called, wrong when replayed (state kept on the host, such as an
+                # epoch counter, is frozen in a graph): timed call by call, as it was checked
+                self.graph, self.graph_copies = None, []
+                return "the candidate's graph replays gave wrong results" + (
+                    f" ({self.soft_failure[:300]})" if self.soft_failure else " on another rank"
+                )
+        if not self.mutating:
+            # replays per batch, so that a batch still takes about batch_s: a graph's calls are
+            # far shorter than the calls it was sized on, and each batch's fixed costs (round
+            # trip, context switch) must stay small beside it. Inputs the reference changes
+            # would change from one replay to the next: there, one replay a batch.
+            per = max(self.agree_max(r, c)) * calls
+            self.replays = int(self.agree_max(float(max(1, min(1000, math.ceil(self.spec["batch_s"] / max(per, 1e-7))))))[0])
+        return ""
+
     def time(self) -> None:
         spec = self.spec
         first = self.inputs(spec["seed"] + 99)
@@ -448,35 +481,7 @@ class Judge:
             if abs(calls - target) > 0.1 * target:
                 calls, hist = target, {"r": [], "c": []}
 
-        # CUDA graphs: "on", or "auto" where either side spent most of its batch issuing calls
-        mode, why_not = spec.get("graphs", "off") if self.device.type == "cuda" else "off", ""
-        host = self.agree_max(rh, ch)
-        if mode == "on" or (mode == "auto" and max(host) > GRAPH_HOST_FRACTION):
-            why_not = self.capture(calls)
-            for _ in range(3 if not why_not else 0):  # replays until warm, both sides
-                r, _ = self.ref_batch(calls)
-                c, _, plan = self.cand_batch(calls)
-                self.soft_failure = ""
-                self.verify(calls, plan, -1, soft=True)
-                if self.agree_max(float(bool(self.soft_failure)))[0]:
-                    # right when called, wrong when replayed (state kept on the host, such as an
-                    # epoch counter, is frozen in a graph): timed call by call, as it was checked
-                    self.graph, self.graph_copies = None, []
-                    why_not = "the candidate's graph replays gave wrong results" + (
-                        f" ({self.soft_failure[:300]})" if self.soft_failure else " on another rank"
-                    )
-                    break
-            if self.graph is not None and not self.mutating:
-                # replays per batch, so that a batch still takes about batch_s: a graph's calls are
-                # far shorter than the calls it was sized on, and each batch's fixed costs (round
-                # trip, context switch) must stay small beside it. Inputs the reference changes
-                # would change from one replay to the next: there, one replay a batch.
-                per = max(self.agree_max(r, c)) * calls
-                self.replays = int(self.agree_max(float(max(1, min(1000, math.ceil(spec["batch_s"] / max(per, 1e-7))))))[0])
-        elif mode == "auto":
-            why_not = f"not host-bound ({max(host):.0%} of a batch spent issuing calls)"
-        else:
-            why_not = "off" if self.device.type == "cuda" else "not on CUDA"
+        why_not = self.use_graphs(calls, self.agree_max(rh, ch))
 
         ref_ms, cand_ms, ref_host, cand_host, verified = [], [], [], [], 0
         t_timed = time.perf_counter()
