@@ -124,8 +124,8 @@ CASES = [  # (problem, example module, keyword arguments of its solution)
     ("all_gather", "all_gather", {}),
     ("all_gather", "all_gather", {"mechanism": "tma"}),
     ("all_gather", "all_gather", {"mechanism": "tma", "tile_kib": 12}),  # a tile that divides no size, under a TMA chunk
-    ("reduce_scatter", "reduce_scatter", {}),  # "add": TMA store-add at the owner
-    ("reduce_scatter", "reduce_scatter", {"mechanism": "reg"}),
+    ("reduce_scatter", "reduce_scatter", {}),  # "reg": push, reduce where it lands
+    ("reduce_scatter", "reduce_scatter", {"mechanism": "add"}),  # TMA store-add at the owner
     ("all_to_all", "all_to_all", {}),
     ("ag_gemm", "ag_gemm", {}),
     ("gemm_rs", "gemm_rs", {}),

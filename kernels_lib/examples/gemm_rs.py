@@ -2,8 +2,9 @@
 product for rank p's rows is written by cuBLAS straight into p's receive buffer (its stores
 travel over NVLink while it computes), each followed by a stream-ordered signal; this rank's own
 rows are out = received partial sums + a_own @ b (cuBLAS addmm, beta = 1). No separate
-reduction pass, no copy. The rows are cut into C chunks (PK_GEMM_RS_CHUNKS, default 4) and the
-work interleaved: the peers' chunk 0, the peers' chunk 1, own chunk 0, the peers' chunk 2, own
+reduction pass, no copy. The rows may be cut into C chunks (PK_GEMM_RS_CHUNKS, default 1: on two
+H200s one chunk took 797 us, two 856, four 938, eight 997; docs/kernels_lib_bench.md) and the work
+interleaved: the peers' chunk 0, the peers' chunk 1, own chunk 0, the peers' chunk 2, own
 chunk 1, ..., own chunk C-1; own chunk j waits only for the peers' chunk j, which they computed
 a chunk earlier, so a skew between the ranks of up to a chunk's GEMM costs nothing.
 Link bytes per rank: (W-1)/W * M * N * 2. The receive buffer has two slots used alternately;
@@ -19,7 +20,7 @@ import kernels_lib as kl
 from kernels_lib import sync
 from kernels_lib.examples._common import world
 
-CHUNKS = int(os.environ.get("PK_GEMM_RS_CHUNKS", 4))
+CHUNKS = int(os.environ.get("PK_GEMM_RS_CHUNKS", 1))
 _STATE: dict = {}
 
 
