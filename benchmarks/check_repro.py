@@ -77,6 +77,28 @@ def walls(runs: list[dict]) -> str:
     return " / ".join(f"{x['wall_s']:.1f}" for x in runs)
 
 
+def write(out: Path, rows: list[dict]) -> None:
+    """The table (markdown) and the rows (the same name, .json), rewritten after every row so that
+    a run cut short by a time limit keeps what it measured."""
+    out.with_suffix(".json").write_text(
+        json.dumps({"date": time.strftime("%Y-%m-%d"), "argv": sys.argv[1:], "rows": rows}, indent=1)
+    )
+    lines = [
+        "| candidate | size | speedups (one per run) | 95 % intervals | spread | max dev from mean | intervals hold the others | ref per call | host-bound | CUDA graphs | wall per check |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        rs = row["runs"]
+        speedups = " / ".join(f"{x['speedup']:.3f}" for x in rs)
+        intervals = " ".join(f"[{x['ci'][0]:.3f}, {x['ci'][1]:.3f}]" for x in rs)
+        lines.append(
+            f"| {row['candidate']} | {row['size']:g} | {speedups} | {intervals} | {row['spread_pct']:.1f} % | "
+            f"{row['max_dev_pct']:.1f} % | {'yes' if row['intervals_hold_others'] else 'no'} | {rs[0]['ref_ms'] * 1e3:.1f} us | "
+            f"{'yes' if rs[0]['ref_host_bound'] else 'no'} | {'yes' if rs[0]['graphs'] else 'no'} | {walls(rs)} s |"
+        )
+    out.write_text("\n".join(lines) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
@@ -152,24 +174,8 @@ def main() -> None:
                 f"ref {runs[0]['ref_ms'] * 1e3:.1f} us  graphs {runs[0]['graphs']}  wall {walls(runs)} s",
                 flush=True,
             )
-    if args.out:
-        args.out.with_suffix(".json").write_text(
-            json.dumps({"date": time.strftime("%Y-%m-%d"), "argv": sys.argv[1:], "rows": rows}, indent=1)
-        )
-        lines = [
-            "| candidate | size | speedups (3 runs) | 95 % intervals | spread | max dev from mean | intervals hold the others | ref per call | host-bound | CUDA graphs | wall per check |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-        ]
-        for row in rows:
-            rs = row["runs"]
-            speedups = " / ".join(f"{x['speedup']:.3f}" for x in rs)
-            intervals = " ".join(f"[{x['ci'][0]:.3f}, {x['ci'][1]:.3f}]" for x in rs)
-            lines.append(
-                f"| {row['candidate']} | {row['size']:g} | {speedups} | {intervals} | {row['spread_pct']:.1f} % | "
-                f"{row['max_dev_pct']:.1f} % | {'yes' if row['intervals_hold_others'] else 'no'} | {rs[0]['ref_ms'] * 1e3:.1f} us | "
-                f"{'yes' if rs[0]['ref_host_bound'] else 'no'} | {'yes' if rs[0]['graphs'] else 'no'} | {walls(rs)} s |"
-            )
-        args.out.write_text("\n".join(lines) + "\n")
+            if args.out:
+                write(args.out, rows)
 
 
 if __name__ == "__main__":
