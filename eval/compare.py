@@ -24,6 +24,12 @@ def tensors(obj: Any) -> list[torch.Tensor]:
     return out
 
 
+def layout(obj: Any) -> str:
+    """What a CUDA graph captured over `obj` fixes: every tensor's shape and dtype, every other
+    argument's value."""
+    return repr(tree_map(lambda t: (tuple(t.shape), str(t.dtype)), obj))
+
+
 def clone(obj: Any) -> Any:
     """A deep copy of every tensor of a tree; other leaves (groups, modules, numbers) shared."""
     return tree_map(lambda t: t.detach().clone().requires_grad_(t.requires_grad), obj)

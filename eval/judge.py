@@ -139,6 +139,7 @@ class Judge:
         self.replays = 1  # replays of the captured batch per timed batch
         self.soft_failure = ""
         self.graph_copies: list[Any] = []
+        self.graph_layout = ""  # cmp.layout of the captured copies
 
     # --- plumbing ---------------------------------------------------------------------------
     def inputs(self, seed: int) -> Any:
@@ -297,7 +298,16 @@ class Judge:
 
     # --- timing -------------------------------------------------------------------------------
     def batch_plan(self) -> tuple[list[int], list[tuple[float, float]]]:
-        seeds = [self.rng.randrange(1 << 40) for _ in range(self.copies)]
+        """A batch's seeds and secret positions. With graphs, only seeds whose inputs have the
+        captured layout (shapes, dtypes, other arguments), agreed by every rank."""
+        seeds, tries = [], 0
+        while len(seeds) < self.copies:
+            seed = self.rng.randrange(1 << 40)
+            if self.graph is None or not self.agree_max(float(cmp.layout(self.inputs(seed)) != self.graph_layout))[0]:
+                seeds.append(seed)
+            tries += 1
+            if tries > 50 * self.copies:
+                raise RuntimeError("no seed gives inputs of the captured layout in 50 tries a copy")
         return seeds, [(self.rng.random(), self.rng.random()) for _ in range(self.copies)]
 
     def ref_batch(self, calls: int) -> tuple[float, float]:
@@ -402,9 +412,13 @@ class Judge:
         """Both sides' batches captured as CUDA graphs on every rank: '' if so, else why not (then
         neither side uses one)."""
         seeds = [self.rng.randrange(1 << 40) for _ in range(self.copies)]
+        self.graph_copies = [self.inputs(s) for s in seeds]
+        self.graph_layout = cmp.layout(self.graph_copies[0])
+        if self.agree_max(float(any(cmp.layout(c) != self.graph_layout for c in self.graph_copies)))[0]:
+            self.graph_copies = []
+            return "the problem's input shapes or arguments change with the seed (a graph would fix them)"
         why = ""
         try:
-            self.graph_copies = [self.inputs(s) for s in seeds]
             self.graph, _ = capture_calls(self.problem.reference, self.graph_copies, calls, self.device)
         except Exception as e:  # noqa: BLE001 - a reference that cannot be captured is timed call by call
             why = f"the reference cannot be captured: {type(e).__name__}: {str(e)[:300]}"

@@ -247,3 +247,17 @@ def test_interval_at_least_the_measured_run_to_run_spread():
     graphs = configs.load_hardware("h200_2").check_repro_graphs_pct
     perf = _perf(load_problem("all_reduce"), timed | {"ci": [1.99, 2.01], "graphs": True}, 2, 1.0, "cuda", "h200_2")[0]
     assert perf.check_repro_pct == graphs and perf.speedup_ci[1] == pytest.approx(2.0 * (1 + graphs / 100))
+
+
+def test_graph_layout_sees_shapes_dtypes_and_other_arguments():
+    # A captured graph fixes its inputs' shapes, dtypes and non-tensor arguments: the judge
+    # times graphs only over inputs whose layout matches the captured one.
+    import torch
+
+    from eval.compare import layout
+
+    x = torch.zeros(4, 8, dtype=torch.bfloat16)
+    assert layout((x, 3)) == layout((torch.ones(4, 8, dtype=torch.bfloat16), 3))  # values do not matter
+    assert layout((x, 3)) != layout((torch.zeros(4, 9, dtype=torch.bfloat16), 3))
+    assert layout((x, 3)) != layout((x.float(), 3))
+    assert layout((x, [1, 2])) != layout((x, [2, 1]))  # e.g. split sizes drawn from the seed
