@@ -439,6 +439,8 @@ class Judge:
             return "off" if self.device.type == "cuda" else "not on CUDA"
         if mode == "auto" and max(host) <= GRAPH_HOST_FRACTION:
             return f"not host-bound ({max(host):.0%} of a batch spent issuing calls)"
+        if mode == "auto" and self.mutating:  # one replay a batch (below): too short to time fairly
+            return "the reference changes its inputs, so a batch could replay its graph only once"
         why_not = self.capture(calls)
         if why_not:
             return why_not
