@@ -14,7 +14,8 @@ parent as JSON lines on PKAGENT_CHECK_FD. In order:
    result cached by address (or by a few sampled values) is stale there;
 4. with perf: reference and candidate batches interleaved (AB, BA, ...), each batch on fresh
    inputs that both sides change at a secret position only once its clock runs, every batch
-   timed here (the reference's batch pays the same socket round trip as the candidate's); after
+   timed here (the reference's batch pays a socket round trip like the candidate's, to a thread
+   of the judge, so the candidate cannot answer it late); after
    each candidate batch the output of one call drawn at random is checked against the reference;
    pairs continue until the bootstrap interval of the speedup is narrow enough or the time
    budget ends. Where calls are bound by the host (or `graphs` is "on"), both sides' batches are
@@ -30,6 +31,7 @@ import os
 import random
 import socket
 import sys
+import threading
 import time
 import traceback
 from datetime import timedelta
@@ -57,6 +59,26 @@ class Channel:
     def send(self, event: str, **data: Any) -> None:
         self.f.write(json.dumps({"event": event, **data}) + "\n")
         self.f.flush()
+
+
+class Echo:
+    """A message to a thread of this process and its answer, through the same protocol as the
+    runner's: the round trip a candidate batch pays, for the reference's batch to pay too,
+    without letting the candidate's process (which could answer late) into the reference's clock."""
+
+    def __init__(self) -> None:
+        self.sock, theirs = socket.socketpair()
+
+        def serve() -> None:
+            while True:
+                head, _ = wire.recv(theirs)
+                wire.send(theirs, {"op": "pong", "seen": head.get("op")})
+
+        threading.Thread(target=serve, daemon=True).start()
+
+    def __call__(self) -> None:
+        wire.send(self.sock, {"op": "ping"})
+        wire.recv(self.sock)
 
 
 def undumpable() -> None:
@@ -135,6 +157,7 @@ class Judge:
         self.tol, self.strict = self.problem.tolerances, self.problem.meta.strict_dtype
         self.rng = random.Random(spec["secret"])  # the same draws on every judge; the runners never see it
         self.budget, self.out_bytes = 0, 0  # bytes a message from the runner may carry, set from the references
+        self.echo = Echo()
         self.graph: Any = None  # the reference's captured batch, when both sides time graphs
         self.replays = 1  # replays of the captured batch per timed batch
         self.soft_failure = ""
@@ -336,7 +359,7 @@ class Judge:
                 outs.append(fn(*copies[i % k]))
         t1 = time.perf_counter()
         sync(self.device)
-        self.ask({"op": "ping"}, "pong", 0)  # the same round trip a candidate batch pays
+        self.echo()  # the round trip a candidate batch pays, answered here, not by the runner
         t2 = time.perf_counter()
         return (t2 - t0) / (calls * self.replays), (t1 - t0) / (t2 - t0)
 

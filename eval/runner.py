@@ -15,8 +15,7 @@ side (eval/judge.py); what it offers is the service an honest candidate needs:
 - `capture`: the batch's calls captured once as a CUDA graph over input copies that `prepare`
   then refills in place, so that `go` replays it (for calls bound by the host: no Python runs
   while the graph is timed);
-- `ping`: an empty round trip (the judge times the reference with one too, so both sides pay it);
-  `touch`: one GPU operation here before a reference batch (each side's batch then starts with
+- `touch`: one GPU operation here before a reference batch (each side's batch then starts with
   the same switch between the two processes' GPU contexts).
 """
 
@@ -337,7 +336,6 @@ class Runner:
             "capture": self.capture,
             "aliases": self.aliases,
             "output": self.output,
-            "ping": lambda h: self.send({"op": "pong"}),
             "touch": self.touch,
         }
         while True:

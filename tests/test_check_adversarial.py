@@ -52,6 +52,14 @@ def test_trick_is_caught(name, perf, status, words):
     assert words in r.message, r.message
 
 
+def test_late_answers_do_not_slow_the_reference():
+    # The reference's clock includes nothing the candidate's process answers: 0.2 s late answers
+    # would otherwise make an honest candidate look several times faster than the reference.
+    r = run("answers_late", perf=True)
+    assert r.status == "correct", (r.status, r.message, r.log_tail[-1500:])
+    assert r.perf.speedup < 2.5, r.perf
+
+
 def test_forged_protocol_never_passes():
     # Its JSON lines land on the socket (a protocol error) or its forged result is read (inputs
     # that do not match the judge's): which comes first depends on the file descriptors' order.
