@@ -155,29 +155,14 @@ def _eager_trials(prob, solve, rank: int, w: int, size: float, trials: list) -> 
 
 
 def _graph_trials(prob, solve, rank: int, w: int, size: float, trials: list, calls: int = 3, replays: int = 3) -> None:
-    """`calls` calls captured in one CUDA graph (after an eager warm-up call on a side stream, as
-    torch's docs ask), replayed `replays` times with the inputs refilled in place before each
-    replay (every output checked after each), then two eager calls on fresh inputs."""
-    import torch
-    import torch.distributed as dist
+    """`calls` calls captured in one CUDA graph (kernels_lib.bench.capture_everywhere: after an
+    eager warm-up call on a side stream, as torch's docs ask), replayed `replays` times with the
+    inputs refilled in place before each replay (every output checked after each), then two
+    eager calls on fresh inputs."""
+    from kernels_lib.bench import capture_everywhere
 
     inputs = prob.make_inputs(rank, w, 10, device="cuda", size=size)
-    warm = torch.cuda.Stream()
-    warm.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(warm):
-        solve(*inputs)
-    torch.cuda.current_stream().wait_stream(warm)
-    torch.cuda.synchronize()
-    graph, err = torch.cuda.CUDAGraph(), None
-    try:
-        with torch.cuda.graph(graph, capture_error_mode="thread_local"):  # as the bench: NCCL's watchdog thread runs
-            outs = [solve(*inputs) for _ in range(calls)]
-    except Exception as ex:  # every rank learns of it, so that none replays and waits for the others
-        err = f"capture: {type(ex).__name__}: {ex}"
-    bad = torch.tensor([0.0 if err is None else 1.0], device="cuda")
-    dist.all_reduce(bad, op=dist.ReduceOp.MAX)
-    if bad.item():
-        raise RuntimeError(err or "another rank could not capture")
+    graph, outs = capture_everywhere(solve, [inputs], calls)
     for r in range(replays):
         fresh = prob.make_inputs(rank, w, 20 + r, device="cuda", size=size)
         for t, f in zip(inputs, fresh):

@@ -95,33 +95,35 @@ def _time(fn, sets, warmup: int, iters: int, batches: int = 10) -> dict:
     return {"us": v[0].item(), "p10_us": v[1].item(), "p90_us": v[2].item(), "host_us": v[3].item(), "calls": per * batches}
 
 
-def _graph_time(fn, sets, iters: int, batches: int = 10) -> tuple[dict, list]:
-    """(timing, outputs of the captured calls): `iters // batches` calls captured once as a CUDA
-    graph (call i on sets[i % len(sets)]), each batch one replay between two CUDA events. Raises
-    where any rank cannot capture (every rank then raises, so none waits on the others)."""
+def capture_everywhere(fn, sets, calls: int) -> tuple:
+    """(graph, outputs): `calls` calls of fn (call i on sets[i % len(sets)]) captured as one CUDA
+    graph by eval.runner.capture_calls, on every rank. Raises where any rank could not capture:
+    every rank raises then, so that none replays and waits for the others."""
     import torch
     import torch.distributed as dist
 
-    per = max(1, iters // batches)
+    from eval.runner import capture_calls
+
     err = None
     try:
-        cur = torch.cuda.current_stream()
-        side = torch.cuda.Stream()
-        side.wait_stream(cur)
-        with torch.cuda.stream(side):  # lazy set-up outside the capture
-            fn(*sets[0])
-        cur.wait_stream(side)
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, capture_error_mode="thread_local"):
-            outs = [fn(*sets[i % len(sets)]) for i in range(per)]
-        torch.cuda.synchronize()
-    except Exception as e:  # noqa: BLE001 - reported in the table
+        g, outs = capture_calls(fn, sets, calls, torch.device("cuda", torch.cuda.current_device()))
+    except Exception as e:  # noqa: BLE001 - reported by every rank
         err = f"{type(e).__name__}: {e}"[:300]
     bad = torch.tensor([0.0 if err is None else 1.0], device="cuda")
     dist.all_reduce(bad, op=dist.ReduceOp.MAX)
     if bad.item():
         raise RuntimeError(err or "another rank could not capture")
+    return g, outs
+
+
+def _graph_time(fn, sets, iters: int, batches: int = 10) -> tuple[dict, list]:
+    """(timing, outputs of the captured calls): `iters // batches` calls captured once as a CUDA
+    graph (call i on sets[i % len(sets)]), each batch one replay between two CUDA events."""
+    import torch
+    import torch.distributed as dist
+
+    per = max(1, iters // batches)
+    g, outs = capture_everywhere(fn, sets, per)
     g.replay()
     torch.cuda.synchronize()
     dist.barrier()
