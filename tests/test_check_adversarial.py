@@ -57,7 +57,7 @@ def test_late_answers_do_not_slow_the_reference():
     # would otherwise make an honest candidate look several times faster than the reference.
     r = run("answers_late", perf=True)
     assert r.status == "correct", (r.status, r.message, r.log_tail[-1500:])
-    assert r.perf.speedup < 2.5, r.perf
+    assert r.perf.speedup < 10, r.perf  # late answers counted would make it about 100 here; CPU timing noise stays far below 10
 
 
 def test_forged_protocol_never_passes():
